@@ -1,0 +1,156 @@
+"""NumPy attention from scratch: the gold answer.
+
+Computed in float64 these functions are the reference every other implementation in
+the book (PyTorch, tiled, Triton, sparse) is checked against. They follow one set of
+semantics, which the PyTorch twin in :mod:`attn_edu.torch_ops` shares:
+
+* layout ``(..., L, D)``; ``L_q`` may differ from ``L_k`` and ``D_v`` from ``D_k``;
+* boolean masks: **True = may attend**; float masks are added to the scores;
+* ``causal`` in {False, True, "top_left", "bottom_right"} (True = "top_left");
+* a query row with no allowed key gets **zero output and zero weights**, never NaN;
+* NaN in unmasked inputs propagates; it is never hidden.
+
+Chapter 01 builds :func:`scaled_dot_product_attention` step by step; chapter 03 explains
+the stable softmax and why masks use -inf with an explicit rule rather than -1e9.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple, Union
+
+import numpy as np
+
+from . import _checks
+
+__all__ = ["softmax", "scaled_dot_product_attention", "is_torch_tensor"]
+
+ArrayLike = Union[np.ndarray, "list", float]
+
+
+def is_torch_tensor(x: object) -> bool:
+    """True for a ``torch.Tensor``, checked without importing torch."""
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def _float_array(name: str, x: object) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype.name not in _checks.FLOAT_DTYPES:
+        _checks.check_float_dtypes(**{name: arr.dtype.name})
+    return arr
+
+
+def softmax(x: ArrayLike, axis: int = -1, mask: Optional[np.ndarray] = None) -> np.ndarray:
+    r"""Numerically stable softmax along ``axis``.
+
+    .. math:: \operatorname{softmax}(x)_j = \frac{e^{x_j - m}}{\sum_{j'} e^{x_{j'} - m}},
+              \qquad m = \max_{j} x_j
+
+    Subtracting the maximum changes nothing mathematically (softmax is shift-invariant)
+    but keeps every exponent <= 0, so nothing overflows.
+
+    ``mask`` (boolean, True = keep, broadcastable to ``x``) and entries equal to ``-inf``
+    both mean "excluded". A slice with nothing left gives **zeros** (not NaN, not uniform).
+    NaN among the kept entries propagates. The dtype of ``x`` is kept.
+    """
+    x = _float_array("x", x)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.dtype != bool:
+            raise TypeError(f"softmax's mask must be boolean (True = keep); got dtype {mask.dtype}")
+        if _checks.broadcast_shapes(mask.shape, x.shape) != x.shape:
+            raise ValueError(f"mask of shape {mask.shape} does not broadcast to x of shape {x.shape}")
+        x = np.where(mask, x, -np.inf).astype(x.dtype, copy=False)
+    if x.ndim == 0:
+        raise ValueError("softmax needs at least one axis; got a 0-d input")
+    if x.shape[axis] == 0:
+        return x.copy()
+    m = np.max(x, axis=axis, keepdims=True)  # NaN if a kept entry is NaN; -inf if none kept
+    m = np.where(np.isneginf(m), 0, m)  # fully excluded slice: every exp below is exactly 0
+    e = np.exp(x - m)
+    total = np.sum(e, axis=axis, keepdims=True)
+    return e / np.where(total == 0, 1, total)
+
+
+def prepare_mask(mask, mask_dtype: str, scores_shape: Tuple[int, ...], causal: Optional[str]):
+    """Shared mask logic (NumPy side): returns (allowed bool array or None, additive or None)."""
+    lq, lk = scores_shape[-2:]
+    allowed = additive = None
+    if mask is not None:
+        kind = _checks.check_mask_dtype(mask_dtype)
+        _checks.check_mask_shape(tuple(mask.shape), scores_shape)
+        if kind == "bool":
+            allowed = mask
+        else:
+            if np.isnan(mask).any() or np.isposinf(mask).any():
+                raise ValueError("a float mask must not contain NaN or +inf (use 0 to allow, -inf to block)")
+            allowed = ~np.isneginf(mask)
+            additive = np.where(allowed, mask, 0)
+        _checks.check_causal_given_once(getattr(mask, "causal_alignment", None), causal)
+    if causal is not None:
+        tri = np.tri(lq, lk, k=0 if causal == "top_left" else lk - lq, dtype=bool)  # (Lq, Lk)
+        allowed = tri if allowed is None else (allowed & tri)
+    return allowed, additive
+
+
+def scaled_dot_product_attention(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    mask: Optional[np.ndarray] = None,
+    causal: Union[bool, str] = False,
+    scale: Optional[float] = None,
+    return_weights: bool = False,
+    enable_gqa: bool = False,
+):
+    r"""Scaled dot-product attention, :math:`\operatorname{softmax}(QK^\top \cdot s + M)\,V`.
+
+    Shapes: ``q`` (..., L_q, d_k), ``k`` (..., L_k, d_k), ``v`` (..., L_k, d_v) -> output
+    (..., L_q, d_v); weights (..., L_q, L_k). Leading axes broadcast. With
+    ``enable_gqa=True`` q's head axis (third from the end) may be a multiple of k's
+    (grouped-query attention; each group of query heads shares one k/v head).
+
+    Args:
+        mask: boolean (True = may attend) or float (added to the scores), broadcastable
+            to (..., L_q, L_k).
+        causal: False, True/"top_left" (key j allowed when j <= i), or "bottom_right"
+            (j <= i + L_k - L_q). Combined with ``mask`` by intersection.
+        scale: multiplies the scores; default 1/sqrt(d_k).
+        return_weights: also return the attention weights.
+
+    A query row with no allowed key gets an output row of zeros and weights of zeros.
+    float32 in gives float32 out; float64 in gives float64 out. Torch tensors are handed
+    to :func:`attn_edu.torch_ops.scaled_dot_product_attention`, which has the same rules.
+
+    Explained in chapter 01 (the four steps), 03 (the softmax) and 05 (masks).
+    """
+    tensors = [is_torch_tensor(x) for x in (q, k, v)]
+    if any(tensors):
+        if not all(tensors):
+            raise TypeError("q, k and v must be all NumPy arrays or all torch tensors; got a mix")
+        from . import torch_ops
+
+        return torch_ops.scaled_dot_product_attention(
+            q, k, v, mask=mask, causal=causal, scale=scale,
+            return_weights=return_weights, enable_gqa=enable_gqa,
+        )
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    _checks.check_float_dtypes(q=q.dtype.name, k=k.dtype.name, v=v.dtype.name)
+    batch, group = _checks.check_qkv_shapes(q.shape, k.shape, v.shape, enable_gqa)
+    align = _checks.check_causal(causal)
+    s = _checks.check_scale(scale, q.shape[-1])
+    if group > 1:  # grouped-query: each k/v head serves `group` consecutive query heads
+        k = np.repeat(k, group, axis=-3)  # (..., Hq, Lk, Dk)
+        v = np.repeat(v, group, axis=-3)  # (..., Hq, Lk, Dv)
+    lq, lk = q.shape[-2], k.shape[-2]
+    scores_shape = tuple(batch) + (lq, lk)
+    if mask is not None:
+        if is_torch_tensor(mask):
+            raise TypeError("mask is a torch tensor but q, k, v are NumPy arrays")
+        mask = np.asanyarray(mask)  # keeps a CausalMask's alignment tag
+    allowed, additive = prepare_mask(mask, mask.dtype.name if mask is not None else "", scores_shape, align)
+
+    scores = (q @ np.swapaxes(k, -1, -2)) * q.dtype.type(s)  # (..., Lq, Lk)
+    if additive is not None:
+        scores = scores + additive.astype(q.dtype)
+    weights = softmax(scores, axis=-1, mask=allowed).astype(q.dtype, copy=False)  # (..., Lq, Lk)
+    out = weights @ v  # (..., Lq, Dv)
+    return (out, weights) if return_weights else out

@@ -1,0 +1,72 @@
+"""The correctness rule every implementation in the book is held to.
+
+The float64 NumPy reference is the gold answer. An implementation computed in dtype T
+passes when
+
+    max |impl - gold|  <=  factor * max |naive_T - gold|  +  tiny
+
+where ``naive_T`` is the plain matmul-softmax-matmul computed in the same dtype T
+(``factor`` = 2 for outputs, 3 for gradients): an implementation may be as inexact as
+the obvious one, with some slack, but not more. This is the rule FlashAttention's own
+tests use. ``tiny`` is a few units in the last place of T, so that a float64
+implementation compared with a float64 naive that happens to be bit-identical to the
+gold answer is not asked for exactly zero error.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+__all__ = ["to_numpy", "ulp_tiny", "reference_tolerance", "assert_close_to_reference"]
+
+_EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
+
+
+def to_numpy(x) -> np.ndarray:
+    """A NumPy float64 copy of an array or (any-device, any-dtype) torch tensor."""
+    if type(x).__module__.split(".")[0] == "torch":
+        return x.detach().to("cpu").double().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def _dtype_name(x) -> str:
+    return str(x.dtype).replace("torch.", "")
+
+
+def ulp_tiny(dtype_name: str, magnitude: float = 1.0) -> float:
+    """One unit in the last place of ``dtype_name`` at ``magnitude`` (at least 1);
+    1e-10 for float64 (tiled vs. naive float64 may differ by rounding, never by more)."""
+    if dtype_name == "float64":
+        return 1e-10
+    return _EPS[dtype_name] * max(1.0, float(magnitude))
+
+
+def reference_tolerance(gold, naive, factor: float = 2.0, tiny: Optional[float] = None) -> float:
+    """``factor * max|naive - gold| + tiny`` (see the module docstring)."""
+    g, n = to_numpy(gold), to_numpy(naive)
+    if g.shape != n.shape:
+        raise ValueError(f"gold and naive must have the same shape; got {g.shape} and {n.shape}")
+    finite = np.isfinite(g)
+    err = float(np.max(np.abs(n - g)[finite], initial=0.0))
+    if tiny is None:
+        tiny = ulp_tiny(_dtype_name(naive), float(np.max(np.abs(g[finite]), initial=0.0)))
+    return factor * err + tiny
+
+
+def assert_close_to_reference(impl, gold, naive, factor: float = 2.0, tiny: Optional[float] = None,
+                              what: str = "output") -> float:
+    """Assert the rule above; NaN must appear in exactly the same places. Returns the error."""
+    i, g = to_numpy(impl), to_numpy(gold)
+    if i.shape != g.shape:
+        raise AssertionError(f"{what}: shape {i.shape} differs from the reference's {g.shape}")
+    nan_i, nan_g = np.isnan(i), np.isnan(g)
+    if not np.array_equal(nan_i, nan_g):
+        raise AssertionError(f"{what}: NaN at {int(nan_i.sum())} places, the reference has {int(nan_g.sum())}")
+    ok = ~nan_g
+    err = float(np.max(np.abs(i - g)[ok], initial=0.0))
+    tol = reference_tolerance(gold, naive, factor=factor, tiny=tiny)
+    if not err <= tol:
+        raise AssertionError(f"{what}: max|impl - gold| = {err:.3e} exceeds the tolerance {tol:.3e} "
+                             f"({factor} x max|naive - gold| + tiny)")
+    return err

@@ -1,0 +1,258 @@
+"""PyTorch attention: the twin of :mod:`attn_edu.reference`.
+
+Same semantics, same argument checks (:mod:`attn_edu._checks`), same error messages as
+the NumPy reference, but on torch tensors, on any device (CPU or CUDA), differentiable,
+and computed in the input dtype (float16, bfloat16, float32 or float64 in, the same
+dtype out). This is the "naive_T" of the book's tolerance rule: the plain
+matmul -> softmax -> matmul, written so that it can be read top to bottom.
+
+* layout ``(..., L, D)``; ``L_q`` may differ from ``L_k`` and ``D_v`` from ``D_k``;
+* boolean masks: **True = may attend**; float masks are added to the scores, ``-inf``
+  in a float mask blocks, NaN or ``+inf`` in a float mask is an error;
+* ``causal`` in {False, True, "top_left", "bottom_right"} (True = "top_left");
+* a query row with no allowed key gets **zero output and zero weights**, and its
+  gradients are finite (zero): there is no NaN-producing operation in the graph;
+* NaN in unmasked inputs propagates; it is never hidden.
+
+Importing this module imports torch; ``import attn_edu`` does not import it.
+
+Explained in chapter 01 (the four steps), 03 (the stable softmax) and 05 (masks).
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+
+from . import _checks
+
+__all__ = ["softmax", "scaled_dot_product_attention", "causal_mask", "ScaledDotProductAttention"]
+
+_NEG_INF = float("-inf")
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float32`` -> ``"float32"`` (the spelling :mod:`attn_edu._checks` uses)."""
+    return str(dtype).replace("torch.", "")
+
+
+def _require_tensor(name: str, x: object) -> Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor; got {type(x).__module__}.{type(x).__name__}. "
+            "Use attn_edu.reference for NumPy arrays, or convert with torch.as_tensor."
+        )
+    return x
+
+
+def _stable_softmax(x: Tensor, dim: int) -> Tensor:
+    """Softmax along ``dim`` where ``-inf`` entries are excluded; an all ``-inf`` slice gives 0.
+
+    No NaN-producing operation on a fully excluded slice, forward or backward:
+    the row maximum is detached (softmax is shift-invariant, so no gradient is lost)
+    and replaced by 0 where the whole slice is ``-inf``, so every exponent there is
+    ``exp(-inf) = 0``; the sum is replaced by 1 where it is 0, so nothing divides by 0.
+    NaN among the kept entries makes the maximum NaN and propagates to the whole slice.
+    """
+    if x.shape[dim] == 0:  # no keys at all (L_k = 0): nothing to normalise, like NumPy
+        return x.clone()
+    m = x.detach().amax(dim=dim, keepdim=True)  # (..., 1): NaN if a kept entry is NaN
+    m = torch.where(torch.isneginf(m), torch.zeros_like(m), m)  # fully excluded -> 0
+    e = torch.exp(x - m)  # excluded entries: exp(-inf) = 0 exactly
+    total = e.sum(dim=dim, keepdim=True)  # (..., 1)
+    return e / torch.where(total == 0, torch.ones_like(total), total)
+
+
+def softmax(x: Tensor, dim: int = -1, mask: Optional[Tensor] = None) -> Tensor:
+    r"""Numerically stable softmax along ``dim`` (the twin of :func:`attn_edu.reference.softmax`).
+
+    .. math:: \operatorname{softmax}(x)_j = \frac{e^{x_j - m}}{\sum_{j'} e^{x_{j'} - m}},
+              \qquad m = \max_{j} x_j
+
+    ``mask`` (boolean tensor, True = keep, broadcastable to ``x``, same device) and
+    entries equal to ``-inf`` both mean "excluded". A slice with nothing left gives
+    **zeros** (not NaN, not uniform), with zero gradients. NaN among the kept entries
+    propagates. The dtype and device of ``x`` are kept.
+
+    Explained in chapter 03.
+    """
+    x = _require_tensor("x", x)
+    _checks.check_float_dtypes(x=_dtype_name(x.dtype))
+    if mask is not None:
+        mask = _require_tensor("mask", mask)
+        if mask.dtype != torch.bool:
+            raise TypeError(
+                f"softmax's mask must be boolean (True = keep); got dtype {_dtype_name(mask.dtype)}"
+            )
+        if _checks.broadcast_shapes(tuple(mask.shape), tuple(x.shape)) != tuple(x.shape):
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} does not broadcast to x of shape {tuple(x.shape)}"
+            )
+        _checks.same_devices(x=x.device, mask=mask.device)
+        x = x.masked_fill(~mask, _NEG_INF)  # excluded -> -inf (gradient 0 there)
+    if x.dim() == 0:
+        raise ValueError("softmax needs at least one axis; got a 0-d input")
+    return _stable_softmax(x, dim)
+
+
+def causal_mask(
+    lq: int,
+    lk: Optional[int] = None,
+    alignment: Union[bool, str] = "top_left",
+    device: Union[str, torch.device, None] = None,
+) -> Tensor:
+    """Boolean causal mask tensor of shape (lq, lk) on ``device``; True = may attend.
+
+    The torch twin of :func:`attn_edu.masks.causal_mask`, built with torch ops on the
+    device (no NumPy round-trip):
+
+    * ``"top_left"`` (PyTorch's ``is_causal``): key j allowed when ``j <= i``, ``tril(ones(lq, lk))``;
+    * ``"bottom_right"``: ``j <= i + (lk - lq)``, ``tril(ones(lq, lk), diagonal=lk - lq)``.
+
+    Like the NumPy :class:`~attn_edu.masks.CausalMask`, the tensor is tagged with its
+    alignment (attribute ``causal_alignment``), so passing it *and* ``causal=...`` to
+    :func:`scaled_dot_product_attention` is caught. Anything computed from it
+    (``m & pad``, ``m.to(other_device)``) is a plain tensor again, and so is
+    ``torch.as_tensor(attn_edu.masks.causal_mask(...))``: the tag does not survive the
+    conversion.
+
+    Explained in chapter 05.
+    """
+    lq = _checks.check_length("lq", lq)
+    lk = lq if lk is None else _checks.check_length("lk", lk)
+    align = _checks.check_causal(alignment)
+    if align is None:
+        raise ValueError("alignment must be 'top_left', 'bottom_right' or True; got False")
+    offset = 0 if align == "top_left" else lk - lq
+    out = torch.ones(lq, lk, dtype=torch.bool, device=device).tril(diagonal=offset)  # (Lq, Lk)
+    out.causal_alignment = align  # the tag (plain Python attribute on this tensor object)
+    return out
+
+
+def _prepare_mask(
+    mask: Optional[Tensor], scores_shape: Tuple[int, ...], causal: Optional[str], device: torch.device
+) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+    """Shared mask logic (torch side): returns (allowed bool tensor or None, additive or None).
+
+    Mirrors :func:`attn_edu.reference.prepare_mask` step for step.
+    """
+    lq, lk = scores_shape[-2:]
+    allowed = additive = None
+    if mask is not None:
+        kind = _checks.check_mask_dtype(_dtype_name(mask.dtype))
+        _checks.check_mask_shape(tuple(mask.shape), scores_shape)
+        if kind == "bool":
+            allowed = mask
+        else:
+            if bool(torch.isnan(mask).any()) or bool(torch.isposinf(mask).any()):
+                raise ValueError("a float mask must not contain NaN or +inf (use 0 to allow, -inf to block)")
+            allowed = ~torch.isneginf(mask)
+            additive = torch.where(allowed, mask, torch.zeros_like(mask))  # -inf handled by `allowed`
+        _checks.check_causal_given_once(getattr(mask, "causal_alignment", None), causal)
+    if causal is not None:
+        tri = causal_mask(lq, lk, causal, device=device)  # (Lq, Lk), built on the tensors' device
+        allowed = tri if allowed is None else (allowed & tri)
+    return allowed, additive
+
+
+def scaled_dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Optional[Tensor] = None,
+    causal: Union[bool, str] = False,
+    scale: Optional[float] = None,
+    return_weights: bool = False,
+    enable_gqa: bool = False,
+) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+    r"""Scaled dot-product attention, :math:`\operatorname{softmax}(QK^\top \cdot s + M)\,V`.
+
+    The PyTorch twin of :func:`attn_edu.reference.scaled_dot_product_attention`: same
+    arguments, same semantics, same errors.
+
+    Shapes: ``q`` (..., L_q, d_k), ``k`` (..., L_k, d_k), ``v`` (..., L_k, d_v) -> output
+    (..., L_q, d_v); weights (..., L_q, L_k). Leading axes broadcast. With
+    ``enable_gqa=True`` q's head axis (third from the end) may be a multiple of k's
+    (grouped-query attention; each group of consecutive query heads shares one k/v head,
+    as in ``torch.nn.functional.scaled_dot_product_attention(..., enable_gqa=True)``).
+
+    Args:
+        mask: boolean tensor (True = may attend) or float tensor (added to the scores;
+            ``-inf`` blocks), broadcastable to (..., L_q, L_k), on the same device as q.
+        causal: False, True/"top_left" (key j allowed when j <= i), or "bottom_right"
+            (j <= i + L_k - L_q). Combined with ``mask`` by intersection; a mask made by
+            :func:`causal_mask` together with ``causal=...`` is an error (stated twice).
+        scale: multiplies the scores; default 1/sqrt(d_k).
+        return_weights: also return the attention weights.
+
+    A query row with no allowed key gets an output row of zeros, weights of zeros and
+    zero (finite) gradients. Everything is computed in the dtype of q, on q's device.
+
+    Explained in chapter 01 (the four steps), 03 (the softmax) and 05 (masks).
+    """
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _require_tensor(name, x)
+    _checks.check_float_dtypes(q=_dtype_name(q.dtype), k=_dtype_name(k.dtype), v=_dtype_name(v.dtype))
+    _checks.same_devices(q=q.device, k=k.device, v=v.device)
+    batch, group = _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa)
+    align = _checks.check_causal(causal)
+    s = _checks.check_scale(scale, q.shape[-1])
+    if group > 1:  # grouped-query: each k/v head serves `group` consecutive query heads
+        k = k.repeat_interleave(group, dim=-3)  # (..., Hq, Lk, Dk)
+        v = v.repeat_interleave(group, dim=-3)  # (..., Hq, Lk, Dv)
+    lq, lk = q.shape[-2], k.shape[-2]
+    scores_shape = tuple(batch) + (lq, lk)
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(
+                f"mask is a {type(mask).__module__}.{type(mask).__name__} but q, k, v are torch "
+                "tensors; convert it with torch.as_tensor(mask, device=q.device)"
+            )
+        _checks.same_devices(q=q.device, mask=mask.device)
+    allowed, additive = _prepare_mask(mask, scores_shape, align, q.device)
+
+    # 1. scores: every query against every key
+    scores = (q @ k.transpose(-1, -2)) * s  # (..., Lq, Dk) @ (..., Dk, Lk) -> (..., Lq, Lk)
+    # 2. masks: add the float mask, then exclude what is not allowed
+    if additive is not None:
+        scores = scores + additive.to(q.dtype)  # (..., Lq, Lk)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, _NEG_INF)  # (..., Lq, Lk); blocked -> -inf
+    # 3. softmax over keys (an all -inf row gives zeros, with zero gradients)
+    weights = _stable_softmax(scores, dim=-1)  # (..., Lq, Lk)
+    # 4. weighted sum of the values
+    out = weights @ v  # (..., Lq, Lk) @ (..., Lk, Dv) -> (..., Lq, Dv)
+    return (out, weights) if return_weights else out
+
+
+class ScaledDotProductAttention(nn.Module):
+    """``nn.Module`` around :func:`scaled_dot_product_attention` (no parameters).
+
+    >>> attn = ScaledDotProductAttention(causal=True)
+    >>> out = attn(q, k, v)                       # doctest: +SKIP
+    >>> out, w = attn(q, k, v, return_weights=True)  # doctest: +SKIP
+    """
+
+    def __init__(self, causal: Union[bool, str] = False, scale: Optional[float] = None) -> None:
+        super().__init__()
+        _checks.check_causal(causal)  # fail at construction, not at the first call
+        self.causal = causal
+        self.scale = scale
+
+    def forward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Optional[Tensor] = None,
+        return_weights: bool = False,
+        enable_gqa: bool = False,
+    ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+        return scaled_dot_product_attention(
+            q, k, v, mask=mask, causal=self.causal, scale=self.scale,
+            return_weights=return_weights, enable_gqa=enable_gqa,
+        )
+
+    def extra_repr(self) -> str:
+        return f"causal={self.causal!r}, scale={self.scale!r}"

@@ -1,0 +1,73 @@
+"""Packaging: `import attn_edu` needs NumPy only, flags are right, and the package installs."""
+import importlib.util
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ["torch", "triton", "plotly", "matplotlib", "ipywidgets", "IPython"]
+
+
+def test_import_needs_numpy_only():
+    code = (
+        "import sys, attn_edu, numpy as np\n"
+        "attn_edu.scaled_dot_product_attention(np.ones((2, 3)), np.ones((4, 3)), np.ones((4, 2)))\n"
+        "attn_edu.masks.causal_mask(3)\n"
+        f"print([m for m in {HEAVY!r} if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", f"heavy modules imported by `import attn_edu`: {out.stdout}"
+
+
+def test_capability_flags():
+    import attn_edu
+
+    assert attn_edu.HAS_TORCH is (importlib.util.find_spec("torch") is not None)
+    assert attn_edu.HAS_TRITON is (importlib.util.find_spec("triton") is not None)
+    if attn_edu.HAS_TORCH:
+        import torch
+
+        assert attn_edu.HAS_CUDA is torch.cuda.is_available()
+    else:
+        assert attn_edu.HAS_CUDA is False
+    with pytest.raises(AttributeError, match="HAS_TPU"):
+        attn_edu.HAS_TPU  # noqa: B018
+
+
+def test_no_upper_pins_that_fight_colab():
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = list(meta["dependencies"])
+    for extra in meta.get("optional-dependencies", {}).values():
+        deps += extra
+    assert deps[0].startswith("numpy") and len(meta["dependencies"]) == 1
+    for dep in deps:
+        assert "<" not in dep and "==" not in dep and "~=" not in dep, f"upper pin in {dep!r}"
+
+
+def test_builds_an_installable_wheel(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("attn_edu-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for module in ["__init__.py", "reference.py", "masks.py", "_checks.py", "testing.py"]:
+        assert f"attn_edu/{module}" in names
+    assert not any(n.startswith(("tests/", "notebooks/", "book/")) for n in names)
+
+
+def test_pip_installs_from_git_url_like_colab(tmp_path):
+    """The Colab install cell does `pip install "attn_edu @ git+<repository url>"`; the same
+    command with this checkout's URL installs a working package (of the committed HEAD)."""
+    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout with commits")
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--target", str(target), f"attn_edu @ git+file://{ROOT}"], check=True, capture_output=True)
+    code = "import attn_edu, numpy as np; print(attn_edu.__file__); print(attn_edu.softmax(np.zeros(4)).sum())"
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
+    path, total = out.stdout.split()
+    assert path.startswith(str(target)) and float(total) == 1.0
