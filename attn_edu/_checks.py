@@ -5,7 +5,7 @@ give the same error, with the same words, for the same mistake. The checks work 
 shapes (tuples of ints) and dtype *names* (strings), so this module imports neither
 NumPy nor torch.
 
-The rule (ARCHITECTURE.md): bad input raises ``ValueError`` (wrong value or shape) or
+The rule: bad input raises ``ValueError`` (wrong value or shape) or
 ``TypeError`` (wrong kind of object or dtype) naming the argument and what was seen.
 """
 from __future__ import annotations

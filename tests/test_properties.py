@@ -1,4 +1,4 @@
-"""Hypothesis property tests of the invariants in ARCHITECTURE.md."""
+"""Hypothesis property tests of the invariants every attention implementation keeps."""
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st

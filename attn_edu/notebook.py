@@ -1,0 +1,185 @@
+"""Notebook setup shared by every chapter: plotly renderer, matplotlib defaults, device.
+
+Every chapter's first code cell calls::
+
+    from attn_edu import setup_notebook
+    device = setup_notebook()
+
+and gets ``"cuda"`` on a GPU runtime (Colab) and ``"cpu"`` elsewhere.
+
+Plotly and the static book
+--------------------------
+Plotly's default renderer in a plain Jupyter kernel emits only the
+``application/vnd.plotly.v1+json`` mime type, which the built book cannot draw, and
+the ``notebook``/``iframe`` renderers either load plotly.js from a CDN or embed 4.8 MB
+per figure.  :func:`setup_notebook` therefore registers and selects the renderer
+``"attn_edu"`` (see :class:`BookRenderer`), whose mime bundle holds
+
+* ``text/html``: a ``<div class="plotly-graph-div">`` and a small script calling
+  ``Plotly.newPlot`` (and ``Plotly.addFrames`` for animations).  It uses the page's
+  ``window.Plotly``: the book build serves plotly.js from ``_static`` on pages that
+  contain a figure (``book/_ext/attn_edu_book.py``), so figures, sliders and frames
+  work offline on the static page.  In a front end without plotly.js on the page
+  (classic Notebook), the script falls back to loading plotly.js from the plotly CDN;
+* ``application/vnd.plotly.v1+json``: the figure itself, which JupyterLab and VS Code
+  draw live with their own plotly.
+
+On Colab (``"google.colab" in sys.modules``) the built-in ``"colab"`` renderer is used.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from typing import Any
+
+__all__ = ["setup_notebook", "BOOK_RENDERER", "in_colab", "pick_device"]
+
+#: name under which the book renderer is registered in ``plotly.io.renderers``
+BOOK_RENDERER = "attn_edu"
+
+
+def in_colab() -> bool:
+    """True when running inside Google Colab."""
+    return "google.colab" in sys.modules
+
+
+def pick_device() -> str:
+    """``"cuda"`` if torch is importable and sees a GPU, else ``"cpu"`` (never raises)."""
+    try:
+        import torch  # noqa: PLC0415
+    except Exception:  # torch missing or broken: the NumPy chapters still run
+        return "cpu"
+    try:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except Exception:
+        return "cpu"
+
+
+_HTML_TEMPLATE = """\
+<div id="{div_id}" class="plotly-graph-div" style="height:{height}; width:100%;"></div>
+<script type="text/javascript">
+(function () {{
+  var divId = "{div_id}";
+  var fig = {fig_json};
+  var config = {config_json};
+  function draw() {{
+    var el = document.getElementById(divId);
+    if (!el) return;
+    window.Plotly.newPlot(el, fig.data || [], fig.layout || {{}}, config).then(function () {{
+      if (fig.frames && fig.frames.length) return window.Plotly.addFrames(el, fig.frames);
+    }});
+  }}
+  if (window.Plotly) {{ draw(); return; }}
+  function fallback() {{
+    if (window.Plotly) {{ draw(); return; }}
+    var url = "https://cdn.plot.ly/plotly-{plotly_js_version}.min.js";
+    if (window.require && window.define && window.define.amd) {{
+      window.require.config({{paths: {{attn_edu_plotly: url.replace(/\\.js$/, "")}}}});
+      window.require(["attn_edu_plotly"], function (P) {{ window.Plotly = window.Plotly || P; draw(); }});
+    }} else {{
+      var s = document.createElement("script");
+      s.src = url;
+      s.onload = draw;
+      document.head.appendChild(s);
+    }}
+  }}
+  if (document.readyState === "complete") fallback();
+  else window.addEventListener("load", fallback);
+}})();
+</script>"""
+
+
+def _plotly_js_version() -> str:
+    try:
+        from plotly.offline import get_plotlyjs_version  # noqa: PLC0415
+
+        return get_plotlyjs_version()
+    except Exception:  # pragma: no cover - very old plotly
+        return "latest"
+
+
+def _make_renderer_class():
+    """Create the renderer class lazily so importing this module never needs plotly."""
+    from plotly.io._base_renderers import MimetypeRenderer  # noqa: PLC0415
+    from plotly.io.json import to_json  # noqa: PLC0415
+
+    class BookRenderer(MimetypeRenderer):
+        """Plotly renderer for the static book that also works live in Jupyter front ends."""
+
+        def __init__(self, config: dict | None = None) -> None:
+            self.config = dict(config) if config else {}
+
+        def to_mimebundle(self, fig_dict: dict) -> dict[str, Any]:
+            fig_json = to_json(fig_dict, validate=False, remove_uids=False)
+            fig_obj = json.loads(fig_json)
+            layout = fig_obj.get("layout", {}) or {}
+            height = layout.get("height")
+            height_css = f"{int(height)}px" if isinstance(height, (int, float)) else "525px"
+            config = {"responsive": True, "displaylogo": False}
+            config.update(self.config)
+            safe = lambda s: s.replace("</", "<\\/")  # noqa: E731  (no "</script>" inside)
+            html = _HTML_TEMPLATE.format(
+                div_id=f"attn-edu-plotly-{uuid.uuid4().hex[:12]}",
+                height=height_css,
+                fig_json=safe(fig_json),
+                config_json=safe(json.dumps(config)),
+                plotly_js_version=_plotly_js_version(),
+            )
+            plotly_fig = dict(fig_obj)
+            if self.config:
+                plotly_fig["config"] = dict(self.config)
+            return {"text/html": html, "application/vnd.plotly.v1+json": plotly_fig}
+
+    return BookRenderer
+
+
+def _register_plotly_renderer() -> str:
+    import plotly.io as pio  # noqa: PLC0415
+
+    if in_colab():
+        name = "colab"
+    else:
+        if BOOK_RENDERER not in pio.renderers:
+            pio.renderers[BOOK_RENDERER] = _make_renderer_class()()
+        name = BOOK_RENDERER
+    pio.renderers.default = name
+    return name
+
+
+def _matplotlib_defaults() -> None:
+    try:
+        import matplotlib as mpl  # noqa: PLC0415
+    except ImportError:
+        return
+    mpl.rcParams.update(
+        {
+            "figure.figsize": (6.4, 4.0),
+            "figure.dpi": 100,
+            "savefig.dpi": 150,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+        }
+    )
+
+
+def setup_notebook(plotly: bool = True) -> str:
+    """Prepare a chapter notebook; return the torch device string (``"cuda"``/``"cpu"``).
+
+    * ``plotly=True``: register and select a plotly renderer that draws on the static
+      book page and live in JupyterLab / VS Code (``"colab"`` on Colab).  Skipped
+      silently when plotly is not installed.
+    * tidy matplotlib defaults (size, grid, no top/right spines).
+    * device: ``"cuda"`` if torch is importable and ``torch.cuda.is_available()``,
+      else ``"cpu"``; works without torch.
+    """
+    if plotly:
+        try:
+            _register_plotly_renderer()
+        except ImportError:
+            pass
+    _matplotlib_defaults()
+    return pick_device()

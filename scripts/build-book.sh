@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Build the book: the README's "build the book" command.
+#
+#   bash scripts/build-book.sh           # build (re-reads every page, executes every notebook)
+#   bash scripts/build-book.sh --clean   # also remove _build/html, _build/jupyter_execute and
+#                                        # the Sphinx environment first
+#
+# On a fresh Debian / Ubuntu machine with Python 3.11 it creates .venv (python3 -m venv),
+# installs requirements.txt and the attn_edu package (editable) into it, and runs
+#
+#   jupyter-book build . -W -n --keep-going --all
+#
+# which executes every chapter notebook. `--all` makes Sphinx re-read every page: an
+# incremental build would skip unchanged pages, and with them their warnings, so a
+# second run after a failing one would "succeed". Any Sphinx warning, broken reference or failing
+# notebook cell makes this script exit non-zero. The HTML ends up in _build/html/.
+#
+# Environment variables (PYTHON, VENV, ATTN_EDU_SKIP_INSTALL): see scripts/setup-env.sh.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$(pwd)"
+
+clean=0
+for arg in "$@"; do
+  case "$arg" in
+    --clean) clean=1 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "build-book.sh: unknown argument: $arg (use --clean)" >&2; exit 2 ;;
+  esac
+done
+
+source scripts/setup-env.sh   # .venv with requirements.txt and attn_edu
+
+JB="$VENV/bin/jupyter-book"
+[[ -x "$JB" ]] || JB="$(command -v jupyter-book || true)"
+[[ -n "$JB" ]] || { echo "jupyter-book not found; run without ATTN_EDU_SKIP_INSTALL" >&2; exit 1; }
+
+if [[ "$clean" == 1 ]]; then
+  echo "==> removing _build/html, _build/jupyter_execute, _build/.doctrees"
+  rm -rf _build/html _build/jupyter_execute _build/.doctrees
+fi
+
+# The kernels that execute the notebooks must import the package from this checkout.
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# (Do not set MPLBACKEND: the kernels need matplotlib's inline backend to emit figures.)
+unset MPLBACKEND
+
+echo "==> jupyter-book build . -W -n --keep-going --all"
+start=$(date +%s)
+set +e
+"$JB" build . -W -n --keep-going --all
+status=$?
+set -e
+elapsed=$(( $(date +%s) - start ))
+if [[ $status -ne 0 ]]; then
+  echo "==> book build FAILED (exit $status) after ${elapsed}s: see the warnings / notebook errors above" >&2
+  exit "$status"
+fi
+echo "==> book built in ${elapsed}s: open $ROOT/_build/html/index.html"

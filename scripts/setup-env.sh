@@ -1,0 +1,29 @@
+# Sourced by scripts/build-book.sh and scripts/test.sh: makes .venv with everything the
+# book build and the tests need (requirements.txt, attn_edu in editable mode) on a fresh
+# Debian + Python 3.11 machine. Reinstalls only when requirements.txt or pyproject.toml
+# changed since the last install, so later runs take a second.
+#   PYTHON=python3.11          interpreter used to create .venv (default: python3)
+#   VENV=.venv                 where the virtual environment lives
+#   ATTN_EDU_SKIP_INSTALL=1    use the environment as it is
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VENV:-$ROOT/.venv}"
+if [[ "${ATTN_EDU_SKIP_INSTALL:-0}" != "1" ]]; then
+  if [[ ! -x "$VENV/bin/python" ]]; then
+    echo "==> creating $VENV"
+    "${PYTHON:-python3}" -m venv "$VENV" || {
+      echo "python3 -m venv failed; on Debian/Ubuntu: sudo apt-get install -y python3-venv" >&2
+      exit 1
+    }
+  fi
+  stamp="$VENV/.attn-edu-installed"
+  want="$(cat "$ROOT/requirements.txt" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+  if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+    echo "==> installing requirements.txt and attn_edu (editable) into $VENV (first run: a few minutes)"
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip
+    "$VENV/bin/python" -m pip install --quiet -r "$ROOT/requirements.txt"
+    "$VENV/bin/python" -m pip install --quiet --no-deps -e "$ROOT"
+    echo "$want" > "$stamp"
+  fi
+fi
+export PATH="$VENV/bin:$PATH"

@@ -1,0 +1,91 @@
+"""Chapter notebooks: stored without outputs, Colab-ready, listed in the toc, and they run."""
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+REPO_URL = CONFIG["repository"]["url"]
+
+
+def load(path):
+    return json.loads(path.read_text())
+
+
+def test_there_are_chapters():
+    assert NOTEBOOKS, "no notebooks/*.ipynb found"
+    for nb in NOTEBOOKS:
+        assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", nb.name), f"chapter file name {nb.name} is not NN_name.ipynb"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_committed_without_outputs(path):
+    for i, cell in enumerate(load(path)["cells"]):
+        if cell["cell_type"] == "code":
+            assert cell.get("outputs") == [], f"{path.name} cell {i} has stored outputs"
+            assert cell.get("execution_count") is None, f"{path.name} cell {i} has an execution count"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_colab_ready_first_cell_and_metadata(path):
+    nb = load(path)
+    meta = nb["metadata"]
+    assert meta.get("accelerator") == "GPU", "Colab should be asked for a GPU runtime"
+    assert meta.get("colab", {}).get("gpuType"), "metadata.colab.gpuType missing"
+    assert meta["kernelspec"]["name"] == "python3"
+    first = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    src = "".join(first["source"])
+    assert f"attn_edu @ git+{REPO_URL}" in src, "first code cell must install attn_edu from the repository"
+    assert 'find_spec("attn_edu") is None' in src, "install only when attn_edu is missing"
+    assert "setup_notebook()" in src
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_chapter_bar_structure(path):
+    """Learning goals, a summary, exercises with hidden solutions, and a visible assert."""
+    cells = load(path)["cells"]
+    md = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    assert re.search(r"learning goals", md, re.I)
+    assert re.search(r"^#+ .*summary", md, re.I | re.M)
+    assert re.search(r"^#+ .*exercises", md, re.I | re.M)
+    assert md.count(":class: dropdown") >= 3, "each exercise needs a worked solution behind a toggle"
+    assert "assert " in code
+
+
+def test_toc_lists_every_chapter_and_only_existing_files():
+    toc = (ROOT / "_toc.yml").read_text()
+    listed = re.findall(r"file:\s*(\S+)", toc)
+    for entry in listed:
+        assert any((ROOT / f"{entry}{ext}").exists() for ext in ("", ".md", ".ipynb")), f"toc lists missing {entry}"
+    for nb in NOTEBOOKS:
+        assert f"notebooks/{nb.stem}" in listed, f"{nb.name} is not in _toc.yml"
+
+
+def test_repository_url_is_consistent_everywhere():
+    out = subprocess.run([sys.executable, "scripts/set_repo_url.py", "--check"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs_without_error_in_under_two_minutes(path):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    start = time.perf_counter()
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    elapsed = time.perf_counter() - start
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
+    print(f"{path.name}: {elapsed:.1f} s")
+    assert elapsed < 120, f"{path.name} took {elapsed:.0f} s; the bar is well under 2 minutes on 2 cores"
