@@ -167,6 +167,22 @@ def check_causal_given_once(mask_alignment: Optional[str], causal: Optional[str]
         )
 
 
+def check_mask(dtype_name: str, shape: Shape, scores: Shape, alignment_tag: Optional[str],
+               causal: Optional[str]) -> str:
+    """Every library-independent check of an attention mask; returns "bool" or "float".
+
+    ``alignment_tag`` is the mask's ``causal_alignment`` (set on masks made by
+    ``causal_mask``), so a causal mask passed together with ``causal=...`` is caught.
+    """
+    kind = check_mask_dtype(dtype_name)
+    check_mask_shape(shape, scores)
+    check_causal_given_once(alignment_tag, causal)
+    return kind
+
+
+FLOAT_MASK_VALUES = "a float mask must not contain NaN or +inf (use 0 to allow, -inf to block)"
+
+
 def check_mask_dtype(dtype_name: str) -> str:
     """A mask is boolean (True = may attend) or floating (added to the scores)."""
     if dtype_name == "bool":

@@ -75,16 +75,15 @@ def prepare_mask(mask, mask_dtype: str, scores_shape: Tuple[int, ...], causal: O
     lq, lk = scores_shape[-2:]
     allowed = additive = None
     if mask is not None:
-        kind = _checks.check_mask_dtype(mask_dtype)
-        _checks.check_mask_shape(tuple(mask.shape), scores_shape)
+        kind = _checks.check_mask(mask_dtype, tuple(mask.shape), scores_shape,
+                                  getattr(mask, "causal_alignment", None), causal)
         if kind == "bool":
             allowed = mask
         else:
             if np.isnan(mask).any() or np.isposinf(mask).any():
-                raise ValueError("a float mask must not contain NaN or +inf (use 0 to allow, -inf to block)")
+                raise ValueError(_checks.FLOAT_MASK_VALUES)
             allowed = ~np.isneginf(mask)
             additive = np.where(allowed, mask, 0)
-        _checks.check_causal_given_once(getattr(mask, "causal_alignment", None), causal)
     if causal is not None:
         tri = np.tri(lq, lk, k=0 if causal == "top_left" else lk - lq, dtype=bool)  # (Lq, Lk)
         allowed = tri if allowed is None else (allowed & tri)

@@ -140,16 +140,15 @@ def _prepare_mask(
     lq, lk = scores_shape[-2:]
     allowed = additive = None
     if mask is not None:
-        kind = _checks.check_mask_dtype(_dtype_name(mask.dtype))
-        _checks.check_mask_shape(tuple(mask.shape), scores_shape)
+        kind = _checks.check_mask(_dtype_name(mask.dtype), tuple(mask.shape), scores_shape,
+                                  getattr(mask, "causal_alignment", None), causal)
         if kind == "bool":
             allowed = mask
         else:
             if bool(torch.isnan(mask).any()) or bool(torch.isposinf(mask).any()):
-                raise ValueError("a float mask must not contain NaN or +inf (use 0 to allow, -inf to block)")
+                raise ValueError(_checks.FLOAT_MASK_VALUES)
             allowed = ~torch.isneginf(mask)
             additive = torch.where(allowed, mask, torch.zeros_like(mask))  # -inf handled by `allowed`
-        _checks.check_causal_given_once(getattr(mask, "causal_alignment", None), causal)
     if causal is not None:
         tri = causal_mask(lq, lk, causal, device=device)  # (Lq, Lk), built on the tensors' device
         allowed = tri if allowed is None else (allowed & tri)
