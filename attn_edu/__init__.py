@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from . import masks
+from . import masks, multihead
 from .masks import causal_mask, combine_masks, padding_mask
 from .reference import scaled_dot_product_attention, softmax
 
@@ -26,6 +26,7 @@ __all__ = [
     "softmax",
     "scaled_dot_product_attention",
     "masks",
+    "multihead",
     "causal_mask",
     "padding_mask",
     "combine_masks",

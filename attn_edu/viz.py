@@ -436,3 +436,103 @@ def sweep_figure(
         play_button=play_button, frame_duration_ms=frame_duration_ms,
         base_figure=base_figure, layout=layout,
     )
+
+
+# --------------------------------------------------------------------------- masks
+def plot_mask(
+    mask: object,
+    ax: Any = None,
+    title: Optional[str] = None,
+    q_labels: Labels = None,
+    k_labels: Labels = None,
+    cmap: Union[str, Sequence[Any]] = ("#e6e6e6", "#2c6fbb"),
+    *,
+    legend: bool = True,
+    grid_max: int = 48,
+    figsize: Optional[Tuple[float, float]] = None,
+):
+    """Draw a boolean attention mask (True = may attend); returns the matplotlib ``Figure``.
+
+    Like a matrix: row i (y axis, "query position i", top to bottom) is the query,
+    column j (x axis, "key position j", left to right) the key, cell (i, j) coloured
+    "may attend" (True) or "masked" (False). A legend names the two colours, and thin
+    lines separate the cells when both sides are at most ``grid_max`` long.
+
+    Args:
+        mask: a 2-D boolean (L_q, L_k) NumPy array or torch tensor (e.g.
+            ``attn_edu.masks.causal_mask(4, 6, "bottom_right")`` or one batch entry of a
+            padding mask). Index a batch/head entry first for bigger masks.
+        ax: draw into this Axes (its figure is returned); default a new figure.
+        title: the axes title.
+        q_labels, k_labels: tick labels for the L_q queries and the L_k keys (e.g. tokens).
+        cmap: a pair of colours ``(masked, may attend)`` or a matplotlib colour-map name
+            (its two ends are used).
+        legend: add the legend that names the colours.
+
+    The image data is the mask as 0/1 (``fig.axes[0].images[0].get_array()``).
+    Raises TypeError for a non-boolean mask (a 0/1 integer or float mask is ambiguous:
+    convert with ``mask.astype(bool)``) and ValueError for anything but one non-empty 2-D
+    matrix or label lists of the wrong length. Chapter 05 draws both causal alignments with it.
+    """
+    if type(mask).__module__.split(".")[0] == "torch":
+        if str(mask.dtype) != "torch.bool":  # type: ignore[attr-defined]
+            raise TypeError(f"mask must be boolean (True = may attend); got dtype {mask.dtype}")  # type: ignore[attr-defined]
+        mask = mask.detach().to("cpu").numpy()  # type: ignore[attr-defined]
+    arr = np.asarray(mask)
+    if arr.dtype != bool:
+        raise TypeError(
+            f"mask must be boolean (True = may attend); got dtype {arr.dtype}. "
+            "Convert a 0/1 mask with mask.astype(bool) (NumPy) or mask.bool() (torch)."
+        )
+    if arr.ndim != 2:
+        raise ValueError(
+            f"mask must be one 2-D (L_q, L_k) matrix; got shape {arr.shape}. "
+            "Index a single batch/head entry first, e.g. mask[0, 0]."
+        )
+    if arr.size == 0:
+        raise ValueError(f"mask is empty (shape {arr.shape}); nothing to draw")
+    lq, lk = arr.shape
+    kl = _check_labels("k_labels", k_labels, lk)
+    ql = _check_labels("q_labels", q_labels, lq)
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap, to_rgba
+    from matplotlib.patches import Patch
+
+    if isinstance(cmap, str):
+        cm = plt.get_cmap(cmap)
+        colours = [cm(0.0), cm(1.0)]
+    else:
+        colours = list(cmap)
+        if len(colours) != 2:
+            raise ValueError(f"cmap must be a colour-map name or two colours (masked, may attend); got {cmap!r}")
+    colours = [to_rgba(c) for c in colours]
+
+    if ax is None:
+        if figsize is None:
+            width = min(8.0, 1.2 + 0.45 * lk) + (2.2 if legend else 0.0)  # room for the legend
+            figsize = (max(width, 4.2), max(min(8.0, 1.2 + 0.45 * lq), 2.6))
+        fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+    else:
+        fig = ax.figure
+    ax.imshow(arr.astype(np.int64), cmap=ListedColormap(colours), vmin=0, vmax=1,
+              interpolation="nearest", origin="upper", aspect="equal")
+    ax.grid(False)
+    _set_ticks(ax, lq, lk, kl, ql)
+    if lq <= grid_max and lk <= grid_max:  # thin lines between the cells
+        ax.set_xticks(np.arange(-0.5, lk, 1.0), minor=True)
+        ax.set_yticks(np.arange(-0.5, lq, 1.0), minor=True)
+        ax.grid(which="minor", color="white", linewidth=1.0)
+        ax.tick_params(which="minor", length=0)
+    ax.set_xlabel("key position j")
+    ax.set_ylabel("query position i")
+    if title is not None:
+        ax.set_title(title)
+    if legend:
+        handles = [Patch(facecolor=colours[1], edgecolor="0.5", label="may attend (True)"),
+                   Patch(facecolor=colours[0], edgecolor="0.5", label="masked (False)")]
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                  frameon=False)
+    return fig
+
+
+__all__.append("plot_mask")
