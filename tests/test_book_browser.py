@@ -266,9 +266,9 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
     try:
         page.goto(url, wait_until="networkidle", timeout=TIMEOUT_MS)
         try:
-            page.wait_for_function(_WAIT_RENDERED_JS, timeout=30_000, polling=250)
+            page.wait_for_function(_WAIT_RENDERED_JS, timeout=TIMEOUT_MS, polling=250)
         except Exception:
-            problems.append("math / plotly figures / widgets not rendered within 30 s")
+            problems.append(f"math / plotly figures / widgets not rendered within {TIMEOUT_MS // 1000} s")
         if page.evaluate("() => document.querySelectorAll('.math').length"):
             status = page.evaluate(
                 "() => (window.MathJax && MathJax.startup && MathJax.startup.promise)"
@@ -280,9 +280,9 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
         # web fonts (MathJax's, Font Awesome's) are requested lazily, once text uses them
         page.evaluate("() => document.fonts.ready.then(() => true)")
         try:
-            page.wait_for_load_state("networkidle", timeout=30_000)
+            page.wait_for_load_state("networkidle", timeout=TIMEOUT_MS)
         except Exception:
-            problems.append("the page did not reach network idle within 30 s")
+            problems.append(f"the page did not reach network idle within {TIMEOUT_MS // 1000} s")
 
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / f"{name.replace('/', '__')}.png"), full_page=True)
