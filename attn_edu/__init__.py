@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from . import masks, multihead
+from . import masks, multihead, precision, scaling
 from .masks import causal_mask, combine_masks, padding_mask
 from .reference import scaled_dot_product_attention, softmax
 
@@ -27,6 +27,8 @@ __all__ = [
     "scaled_dot_product_attention",
     "masks",
     "multihead",
+    "precision",
+    "scaling",
     "causal_mask",
     "padding_mask",
     "combine_masks",
