@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from . import masks, multihead, precision, scaling
+from . import masks, multihead, positions, precision, scaling
 from .masks import causal_mask, combine_masks, padding_mask
 from .reference import scaled_dot_product_attention, softmax
 
@@ -27,6 +27,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "masks",
     "multihead",
+    "positions",
     "precision",
     "scaling",
     "causal_mask",

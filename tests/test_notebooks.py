@@ -89,3 +89,12 @@ def test_notebook_runs_without_error_in_under_two_minutes(path):
     assert not errors
     print(f"{path.name}: {elapsed:.1f} s")
     assert elapsed < 120, f"{path.name} took {elapsed:.0f} s; the bar is well under 2 minutes on 2 cores"
+
+
+def test_readme_has_a_colab_link_for_every_chapter():
+    readme = (ROOT / "README.md").read_text()
+    for nb in NOTEBOOKS:
+        link = f"https://colab.research.google.com/github/{REPO_URL.split('github.com/')[1]}/blob/main/notebooks/{nb.name}"
+        assert link in readme, f"README has no Colab link for {nb.name}"
+    for name in re.findall(r"/blob/main/notebooks/([\w.]+\.ipynb)", readme):
+        assert (ROOT / "notebooks" / name).exists(), f"README links to a missing chapter {name}"
