@@ -1,0 +1,398 @@
+"""A tiny Transformer to train on a toy task and look inside: explained in chapter 07.
+
+Everything chapter 07 needs, in one file that reads top to bottom:
+
+* :class:`TinyTransformer` -- an encoder-only Transformer (learned token and position
+  embeddings, pre-LayerNorm blocks built from :class:`attn_edu.modules.MultiHeadAttention`,
+  a linear read-out at every position) that can return every layer's attention weights;
+* toy tasks with held-out data: :func:`reversal_batch` (``y_i = x_{L-1-i}``) and
+  :func:`sorting_batch` (``y = sorted(x)``); :func:`is_held_out` splits the space of
+  sequences into a training part and a held-out part by a hash, so no held-out sequence
+  is ever a training example;
+* :func:`train` (AdamW, fresh random batches every step, seeded, deterministic on the
+  CPU) and :func:`evaluate` (per-token and per-sequence accuracy);
+* :func:`attention_rollout` (Abnar & Zuidema, 2020) and :func:`ablate_heads`, a context
+  manager that silences chosen heads and restores the model afterwards.
+
+Shapes: B batch, L sequence length, H heads, D model width, V vocabulary size.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+
+from .modules import MultiHeadAttention
+
+__all__ = [
+    "TinyTransformer",
+    "Block",
+    "TASKS",
+    "is_held_out",
+    "reversal_batch",
+    "sorting_batch",
+    "make_batch",
+    "held_out_set",
+    "train",
+    "evaluate",
+    "attention_rollout",
+    "ablate_heads",
+]
+
+
+# --------------------------------------------------------------------------- the model
+class Block(nn.Module):
+    """One pre-LayerNorm Transformer block: ``x + attn(LN(x))``, then ``x + mlp(LN(x))``.
+
+    Input and output (B, L, D). ``forward(x, return_weights=True)`` also returns the
+    attention weights (B, H, L, L) of this block.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = MultiHeadAttention(d_model, num_heads)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+
+    def forward(self, x: Tensor, return_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+        """x (B, L, D) -> (B, L, D); with ``return_weights=True`` also (B, H, L, L)."""
+        a, w = self.attn(self.ln1(x), return_weights=True)  # (B, L, D), (B, H, L, L)
+        x = x + a  # (B, L, D) residual stream
+        x = x + self.mlp(self.ln2(x))  # (B, L, D)
+        return (x, w) if return_weights else x
+
+
+class TinyTransformer(nn.Module):
+    """An encoder-only Transformer that predicts one output token at every position.
+
+    ``logits = TinyTransformer(...)(x)``: tokens x (B, L) in ``[0, vocab)`` -> logits
+    (B, L, vocab). With ``return_attention=True`` it returns ``(logits, weights)``, where
+    ``weights`` is a list with one (B, H, L, L) tensor per layer (row i = where position i
+    reads from). No causal mask: every position sees the whole input, so a sequence-to-
+    sequence task of equal lengths (reverse, sort) is solved in one forward pass.
+
+    Args:
+        vocab: number of token values V.
+        seq_len: sequence length L (learned absolute position embeddings, one per position).
+        d_model: residual-stream width D.
+        num_heads: heads per attention layer H (``d_model`` must be divisible by it).
+        num_layers: number of blocks.
+        d_ff: hidden width of each block's MLP.
+
+    Built from :class:`attn_edu.modules.MultiHeadAttention`; explained in chapter 07.
+    """
+
+    def __init__(self, vocab: int, seq_len: int, d_model: int = 64, num_heads: int = 4,
+                 num_layers: int = 2, d_ff: int = 128) -> None:
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        self.vocab, self.seq_len = vocab, seq_len
+        self.num_heads, self.num_layers = num_heads, num_layers
+        self.tok_emb = nn.Embedding(vocab, d_model)
+        self.pos_emb = nn.Embedding(seq_len, d_model)
+        self.blocks = nn.ModuleList(Block(d_model, num_heads, d_ff) for _ in range(num_layers))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab)
+
+    def forward(self, x: Tensor, return_attention: bool = False
+                ) -> Union[Tensor, Tuple[Tensor, List[Tensor]]]:
+        """Tokens x (B, L) -> logits (B, L, V); with ``return_attention=True`` also the
+        list of per-layer attention weights, each (B, H, L, L)."""
+        if x.dim() != 2 or x.shape[1] != self.seq_len:
+            raise ValueError(f"x must have shape (B, {self.seq_len}); got {tuple(x.shape)}")
+        pos = torch.arange(self.seq_len, device=x.device)  # (L,)
+        h = self.tok_emb(x) + self.pos_emb(pos)  # (B, L, D)
+        weights = []
+        for block in self.blocks:
+            h, w = block(h, return_weights=True)  # (B, L, D), (B, H, L, L)
+            weights.append(w)
+        logits = self.head(self.ln_f(h))  # (B, L, V)
+        return (logits, weights) if return_attention else logits
+
+
+# --------------------------------------------------------------------------- toy tasks
+def is_held_out(x: Tensor, vocab: int, every: int = 16) -> Tensor:
+    """Which sequences belong to the held-out part of the sequence space: (B, L) -> (B,) bool.
+
+    Each sequence is read as an integer in base ``vocab`` and hashed (multiplied by an odd
+    constant modulo 2**32, then the top bits taken); about one sequence in ``every`` is
+    held out. The split depends only on the sequence, so training batches can exclude
+    held-out sequences exactly, whatever the random seed.
+    """
+    code = torch.zeros(x.shape[0], dtype=torch.int64, device=x.device)
+    for t in range(x.shape[1]):  # code = sum_t x_t * vocab**t, mixed as it grows
+        code = (code * vocab + x[:, t].long()) % (2**31 - 1)
+    h = (code * 2654435761) % 2**32  # Knuth's multiplicative hash
+    return (h >> 16) % every == 0
+
+
+def _draw(batch: int, seq_len: int, vocab: int, generator: Optional[torch.Generator],
+          split: Optional[str]) -> Tensor:
+    """``batch`` uniform random sequences (B, L) on the CPU, from ``split``."""
+    if split not in (None, "train", "test"):
+        raise ValueError(f"split must be None, 'train' or 'test'; got {split!r}")
+    if split is None:
+        return torch.randint(vocab, (batch, seq_len), generator=generator)
+    keep_test = split == "test"
+    parts, have = [], 0
+    for _ in range(1000):  # rejection sampling: the held-out part is ~1/16 of the space
+        n = 20 * batch if keep_test else 2 * batch
+        x = torch.randint(vocab, (n, seq_len), generator=generator)
+        x = x[is_held_out(x, vocab) == keep_test]
+        parts.append(x)
+        have += x.shape[0]
+        if have >= batch:
+            return torch.cat(parts)[:batch]
+    raise ValueError(f"could not draw {batch} {split!r} sequences of length {seq_len} over "
+                     f"{vocab} tokens; the space is too small for a hash split")
+
+
+def reversal_batch(batch: int, seq_len: int, vocab: int,
+                   generator: Optional[torch.Generator] = None,
+                   split: Optional[str] = None) -> Tuple[Tensor, Tensor]:
+    """Reverse a sequence: x (B, L) uniform digits, y (B, L) with ``y[:, i] = x[:, L-1-i]``.
+
+    ``split="train"`` draws only sequences outside the held-out set, ``"test"`` only
+    inside it (see :func:`is_held_out`), ``None`` from everything. Tensors on the CPU.
+    """
+    return _targets("reverse", _draw(batch, seq_len, vocab, generator, split))
+
+
+def sorting_batch(batch: int, seq_len: int, vocab: int,
+                  generator: Optional[torch.Generator] = None,
+                  split: Optional[str] = None) -> Tuple[Tensor, Tensor]:
+    """Sort a sequence: x (B, L) uniform digits, y (B, L) = x sorted ascending (per row).
+
+    ``split`` as in :func:`reversal_batch`. Tensors on the CPU.
+    """
+    return _targets("sort", _draw(batch, seq_len, vocab, generator, split))
+
+
+TASKS: Dict[str, Callable[..., Tuple[Tensor, Tensor]]] = {
+    "reverse": reversal_batch,
+    "sort": sorting_batch,
+}
+
+
+def make_batch(task: str, batch: int, seq_len: int, vocab: int,
+               generator: Optional[torch.Generator] = None,
+               split: Optional[str] = None) -> Tuple[Tensor, Tensor]:
+    """``TASKS[task](batch, seq_len, vocab, generator, split)``; task "reverse" or "sort"."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {sorted(TASKS)}")
+    return TASKS[task](batch, seq_len, vocab, generator, split)
+
+
+def held_out_set(task: str, n: int, seq_len: int, vocab: int, seed: int = 1234
+                 ) -> Tuple[Tensor, Tensor]:
+    """A fixed, seeded held-out set ``(x, y)``, each (n, L): ``n`` distinct sequences from
+    the held-out part of the space (:func:`is_held_out`), so none is ever trained on."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {sorted(TASKS)}")
+    g = torch.Generator().manual_seed(seed)
+    x = torch.unique(_draw(2 * n, seq_len, vocab, g, "test"), dim=0)  # distinct, sorted
+    if x.shape[0] < n:
+        raise ValueError(f"only {x.shape[0]} distinct held-out sequences found; ask for fewer")
+    x = x[torch.randperm(x.shape[0], generator=g)][:n]  # (n, L), shuffled
+    return _targets(task, x)
+
+
+def _targets(task: str, x: Tensor) -> Tuple[Tensor, Tensor]:
+    """``(x, y)`` for given inputs x (B, L) of ``task``."""
+    return (x, x.flip(1)) if task == "reverse" else (x, x.sort(dim=1).values)
+
+
+# --------------------------------------------------------------------------- training
+@torch.no_grad()
+def evaluate(model: nn.Module, x: Tensor, y: Tensor, batch_size: int = 1024) -> Tuple[float, float]:
+    """Accuracy of ``model`` on inputs x (N, L) and targets y (N, L).
+
+    Returns ``(token_acc, seq_acc)``: the fraction of positions predicted right, and the
+    fraction of sequences predicted right at *every* position (exact match). Inputs are
+    moved to the model's device; the model is left in the mode it was in.
+    """
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    right_tokens, right_seqs = 0, 0
+    for i in range(0, x.shape[0], batch_size):
+        xb, yb = x[i:i + batch_size].to(device), y[i:i + batch_size].to(device)
+        ok = model(xb).argmax(-1) == yb  # (b, L)
+        right_tokens += int(ok.sum())
+        right_seqs += int(ok.all(dim=1).sum())
+    model.train(was_training)
+    return right_tokens / y.numel(), right_seqs / y.shape[0]
+
+
+def train(
+    model: TinyTransformer,
+    task: str = "reverse",
+    steps: int = 600,
+    *,
+    batch_size: int = 256,
+    lr: float = 3e-3,
+    weight_decay: float = 0.01,
+    warmup: int = 50,
+    eval_every: int = 50,
+    eval_data: Optional[Tuple[Tensor, Tensor]] = None,
+    probe: Optional[Tensor] = None,
+    seed: int = 0,
+    log: Optional[Callable[[str], None]] = None,
+) -> Dict[str, list]:
+    """Train ``model`` on ``task`` with AdamW and a fresh random batch every step.
+
+    Every batch is drawn with ``split="train"`` from a ``torch.Generator`` seeded with
+    ``seed``, on the CPU, then moved to the model's device: the data are the same on every
+    device. The learning rate warms up linearly over ``warmup`` steps, then decays along a
+    cosine to 10%. Cross-entropy over all B*L positions. Deterministic on the CPU for a
+    given seed and initial model.
+
+    Every ``eval_every`` steps (and after the last) it records, in the returned history:
+
+    * ``"step"``, ``"loss"`` (mean training loss since the last record),
+      ``"token_acc"``, ``"seq_acc"`` (on ``eval_data`` = (x, y), when given),
+      ``"seconds"`` (wall-clock since the start);
+    * ``"snapshots"``: when ``probe`` (P, L) is given, the attention weights on it, one
+      (num_layers, P, H, L, L) CPU tensor per record (step 0, before training, included).
+
+    ``log(line)`` is called with a one-line summary at every record when given.
+    """
+    device = next(model.parameters()).device
+    g = torch.Generator().manual_seed(seed)
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():  # no weight decay on embeddings, norms, biases
+        (decay if p.dim() == 2 and "emb" not in name else no_decay).append(p)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+
+    def lr_at(step: int) -> float:  # linear warm-up, then cosine down to 10 %
+        if step < warmup:
+            return lr * (step + 1) / warmup
+        t = (step - warmup) / max(1, steps - warmup)
+        return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+
+    history: Dict[str, list] = {k: [] for k in ("step", "loss", "token_acc", "seq_acc",
+                                                "seconds", "snapshots")}
+
+    def record(step: int, loss: float) -> None:
+        history["step"].append(step)
+        history["loss"].append(loss)
+        history["seconds"].append(time.perf_counter() - start)
+        tok, seq = evaluate(model, *eval_data) if eval_data is not None else (math.nan, math.nan)
+        history["token_acc"].append(tok)
+        history["seq_acc"].append(seq)
+        if probe is not None:
+            model.eval()
+            with torch.no_grad():
+                _, ws = model(probe.to(device), return_attention=True)
+            model.train()
+            history["snapshots"].append(torch.stack(ws).cpu())  # (layers, P, H, L, L)
+        if log is not None:
+            log(f"step {step:5d}  loss {loss:.4f}  token acc {tok:.4f}  seq acc {seq:.4f}")
+
+    start = time.perf_counter()
+    model.train()
+    record(0, math.nan)
+    running, count = 0.0, 0
+    for step in range(1, steps + 1):
+        x, y = make_batch(task, batch_size, model.seq_len, model.vocab, g, split="train")
+        x, y = x.to(device), y.to(device)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step - 1)
+        logits = model(x)  # (B, L, V)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, model.vocab), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        running += loss.item()
+        count += 1
+        if step % eval_every == 0 or step == steps:
+            record(step, running / count)
+            running, count = 0.0, 0
+    model.eval()
+    return history
+
+
+# --------------------------------------------------------------------------- looking inside
+def attention_rollout(attn_per_layer: Union[Sequence[Tensor], Tensor],
+                      residual_alpha: float = 0.5,
+                      all_layers: bool = False) -> Tensor:
+    r"""Attention rollout (Abnar & Zuidema, 2020): how much each output position draws on
+    each *input* position, following attention through all layers.
+
+    Per layer, average the heads and account for the residual connection:
+    :math:`\tilde A_\ell = (1-\alpha)\,\bar A_\ell + \alpha I`, rows renormalised to sum to 1;
+    then multiply the layers, the last on the left:
+    :math:`R = \tilde A_{N} \cdots \tilde A_2 \tilde A_1`.
+
+    Args:
+        attn_per_layer: a list of N per-layer weights (B, H, L, L) (as returned by
+            ``TinyTransformer(..., return_attention=True)``) or one (N, B, H, L, L) tensor;
+            3-D (H, L, L) layers (no batch) are accepted too.
+        residual_alpha: :math:`\alpha`, the weight of the identity (the residual path);
+            0 multiplies the raw head-averaged attention.
+        all_layers: return the rollout after every layer, (N, B, L, L), instead of the last.
+
+    Returns (B, L, L) (or (N, B, L, L)); every row sums to 1. Float64 on the input device.
+    Explained in chapter 07.
+    """
+    if not 0.0 <= residual_alpha <= 1.0:
+        raise ValueError(f"residual_alpha must be in [0, 1]; got {residual_alpha}")
+    layers = list(attn_per_layer)
+    if not layers:
+        raise ValueError("attention_rollout needs at least one layer")
+    rolled, out = None, []
+    for a in layers:
+        a = torch.as_tensor(a).double()
+        if a.dim() == 3:
+            a = a.unsqueeze(0)  # (1, H, L, L)
+        if a.dim() != 4 or a.shape[-1] != a.shape[-2]:
+            raise ValueError(f"each layer must be (B, H, L, L) self-attention weights; got {tuple(a.shape)}")
+        eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)  # (L, L)
+        a_tilde = (1 - residual_alpha) * a.mean(dim=1) + residual_alpha * eye  # (B, L, L)
+        a_tilde = a_tilde / a_tilde.sum(dim=-1, keepdim=True)
+        rolled = a_tilde if rolled is None else a_tilde @ rolled  # (B, L, L)
+        out.append(rolled)
+    return torch.stack(out) if all_layers else rolled
+
+
+@contextlib.contextmanager
+def ablate_heads(model: TinyTransformer, layer: int, heads: Union[int, Sequence[int]]
+                 ) -> Iterator[TinyTransformer]:
+    """Silence attention heads while the ``with`` block runs; restore them afterwards.
+
+    ``with ablate_heads(model, layer=0, heads=[1]): ...`` zeroes the output of head 1 of
+    block 0 *before* the output projection, i.e. the head's slice ``[h*d_head, (h+1)*d_head)``
+    of the concatenated head outputs (B, L, H*d_head) that ``out_proj`` reads. Its
+    attention weights are still computed (and returned); they just no longer reach the
+    residual stream. Implemented as a forward pre-hook on ``out_proj``, removed on exit
+    (even after an exception), so the model is exactly as before. Explained in chapter 07.
+    """
+    blocks = model.blocks
+    if not 0 <= layer < len(blocks):
+        raise ValueError(f"layer must be in [0, {len(blocks)}); got {layer}")
+    heads = [heads] if isinstance(heads, int) else list(heads)
+    attn = blocks[layer].attn
+    num_heads, d_head = attn.num_heads, attn.d_head
+    for h in heads:
+        if not 0 <= h < num_heads:
+            raise ValueError(f"heads must be in [0, {num_heads}); got {h}")
+
+    def zero_heads(module: nn.Module, inputs: Tuple[Tensor, ...]) -> Tuple[Tensor, ...]:
+        (merged,) = inputs  # (B, L, H*d_head), heads side by side
+        merged = merged.clone()
+        for h in heads:
+            merged[..., h * d_head:(h + 1) * d_head] = 0
+        return (merged,)
+
+    handle = attn.out_proj.register_forward_pre_hook(zero_heads)
+    try:
+        yield model
+    finally:
+        handle.remove()
