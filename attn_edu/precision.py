@@ -73,19 +73,8 @@ def _dtype_name(dtype: object) -> str:
 
 
 def _as_float(name: str, x: object) -> Array:
-    """A floating NumPy array or torch tensor; TypeError for anything else."""
-    if _is_torch(x):
-        dt = str(x.dtype).replace("torch.", "")  # type: ignore[attr-defined]
-    else:
-        if isinstance(x, (str, bytes)) or x is None:
-            raise TypeError(f"{name} must be a floating array or tensor; got {type(x).__name__}")
-        x = np.asarray(x)
-        dt = x.dtype.name
-    if dt not in _checks.FLOAT_DTYPES:
-        raise TypeError(
-            f"{name} must be a floating array or tensor (float16, bfloat16, float32 or float64); "
-            f"got dtype {dt}"
-        )
+    """A floating NumPy array or torch tensor with at least one axis; TypeError otherwise."""
+    x = _as_float_any(name, x)
     if x.ndim == 0:
         raise ValueError(f"{name} needs at least one axis; got a 0-d input")
     return x
@@ -366,7 +355,7 @@ def merge_softmax_stats(
 
 
 def _as_float_any(name: str, x: object) -> Array:
-    """Like :func:`_as_float` but 0-d (a single query's m or l) is fine."""
+    """A floating NumPy array or torch tensor (0-d allowed); TypeError for anything else."""
     if _is_torch(x):
         dt = str(x.dtype).replace("torch.", "")  # type: ignore[attr-defined]
     else:
@@ -375,5 +364,8 @@ def _as_float_any(name: str, x: object) -> Array:
         x = np.asarray(x)
         dt = x.dtype.name
     if dt not in _checks.FLOAT_DTYPES:
-        raise TypeError(f"{name} must be a floating array or tensor; got dtype {dt}")
+        raise TypeError(
+            f"{name} must be a floating array or tensor (float16, bfloat16, float32 or float64); "
+            f"got dtype {dt}"
+        )
     return x

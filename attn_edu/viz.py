@@ -484,13 +484,7 @@ def plot_mask(
             f"mask must be boolean (True = may attend); got dtype {arr.dtype}. "
             "Convert a 0/1 mask with mask.astype(bool) (NumPy) or mask.bool() (torch)."
         )
-    if arr.ndim != 2:
-        raise ValueError(
-            f"mask must be one 2-D (L_q, L_k) matrix; got shape {arr.shape}. "
-            "Index a single batch/head entry first, e.g. mask[0, 0]."
-        )
-    if arr.size == 0:
-        raise ValueError(f"mask is empty (shape {arr.shape}); nothing to draw")
+    arr = _matrix("mask", arr)  # one non-empty 2-D (L_q, L_k) matrix
     lq, lk = arr.shape
     kl = _check_labels("k_labels", k_labels, lk)
     ql = _check_labels("q_labels", q_labels, lq)
