@@ -137,6 +137,20 @@ def check_scale(scale: object, d_k: int) -> float:
     return value
 
 
+def check_real(name: str, value: object, *, positive: bool = False, nonnegative: bool = False) -> float:
+    """A finite real number (bools rejected); optionally > 0 or >= 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number; got {value!r} of type {type(value).__name__}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite; got {v}")
+    if positive and v <= 0:
+        raise ValueError(f"{name} must be > 0; got {v}")
+    if nonnegative and v < 0:
+        raise ValueError(f"{name} must be >= 0; got {v}")
+    return v
+
+
 def check_causal(causal: object) -> Optional[str]:
     """Normalise ``causal`` to None, "top_left" or "bottom_right"."""
     if causal is False or causal is None:

@@ -34,7 +34,7 @@ from typing import Dict, Optional, Tuple, Union
 import numpy as np
 
 from . import _checks
-from .reference import scaled_dot_product_attention
+from .reference import scaled_dot_product_attention, is_torch_tensor
 
 __all__ = [
     "split_heads",
@@ -187,7 +187,7 @@ def check_mha_params(params: Params, num_heads: int, num_kv_heads: Optional[int]
         raise ValueError(f"params must have all of {list(_BIASES)} or none; got only {biases}")
     arrays = {}
     for key, value in params.items():
-        if type(value).__module__.split(".")[0] == "torch":
+        if is_torch_tensor(value):
             raise TypeError(f"params[{key!r}] is a torch tensor; multi_head_attention takes NumPy arrays "
                             "(use attn_edu.modules.MultiHeadAttention for torch)")
         arr = np.asarray(value)
@@ -282,9 +282,9 @@ def multi_head_attention(
     ``enable_gqa=True``), merge heads, project out. Explained in chapter 06.
     """
     sizes = check_mha_params(params, num_heads, num_kv_heads)
-    h, hkv, dh, d_model = sizes["num_heads"], sizes["num_kv_heads"], sizes["d_head"], sizes["d_model"]
+    h, hkv, d_model = sizes["num_heads"], sizes["num_kv_heads"], sizes["d_model"]
     for name, x in (("x_q", x_q), ("x_kv", x_kv)):
-        if type(x).__module__.split(".")[0] == "torch":
+        if is_torch_tensor(x):
             raise TypeError(f"{name} is a torch tensor; use attn_edu.modules.MultiHeadAttention for torch")
     x_q, x_kv = np.asarray(x_q), np.asarray(x_kv)
     dtype = params["w_q"].dtype

@@ -18,10 +18,12 @@ NumPy only; explained in chapter 04.
 """
 from __future__ import annotations
 
-import numbers
 from typing import Optional
 
 import numpy as np
+
+from . import _checks
+from .reference import is_torch_tensor
 
 __all__ = [
     "sinusoidal_frequencies",
@@ -32,39 +34,14 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- checks
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer; got {value!r} of type {type(value).__name__}")
-    if int(value) < minimum:
-        raise ValueError(f"{name} must be at least {minimum}; got {value}")
-    return int(value)
-
-
 def _check_dim(name: str, value: object) -> int:
-    d = _check_int(name, value, 2)
+    d = _checks.check_length(name, value, 2)
     if d % 2:
         raise ValueError(
             f"{name} must be even: dimensions come in (sin, cos) pairs (2i, 2i+1), one pair "
             f"per frequency; got {d}. Use an even size (e.g. {d + 1}) or drop a column."
         )
     return d
-
-
-def _check_base(base: object) -> float:
-    if isinstance(base, bool) or not isinstance(base, numbers.Real):
-        raise TypeError(f"base must be a real number; got {base!r} of type {type(base).__name__}")
-    base = float(base)
-    if not np.isfinite(base) or base <= 0:
-        raise ValueError(f"base must be a finite number > 0; got {base}")
-    return base
-
-
-def _check_offset(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number; got {value!r} of type {type(value).__name__}")
-    if not np.isfinite(float(value)):
-        raise ValueError(f"{name} must be finite; got {value}")
-    return float(value)
 
 
 # --------------------------------------------------------------------------- sinusoidal
@@ -87,7 +64,7 @@ def sinusoidal_frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
     or too small ``d_model`` or a non-finite or non-positive ``base``. Explained in chapter 04.
     """
     d = _check_dim("d_model", d_model)
-    b = _check_base(base)
+    b = _checks.check_real("base", base, positive=True)
     return b ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # (d/2,)
 
 
@@ -119,7 +96,7 @@ def sinusoidal_positions(length: int, d_model: int, base: float = 10000.0) -> np
     Raises TypeError / ValueError for bad arguments (see :func:`sinusoidal_frequencies`;
     ``length`` must be a non-negative integer). Explained in chapter 04.
     """
-    n = _check_int("length", length, 0)
+    n = _checks.check_length("length", length, 0)
     omega = sinusoidal_frequencies(d_model, base)          # (d/2,)
     angles = np.arange(n, dtype=np.float64)[:, None] * omega  # (L, d/2)
     pe = np.empty((n, 2 * omega.size), dtype=np.float64)   # (L, d)
@@ -152,7 +129,7 @@ def sinusoidal_shift_matrix(offset: float, d_model: int, base: float = 10000.0) 
 
     Raises TypeError / ValueError for bad arguments. Explained in chapter 04.
     """
-    k = _check_offset("offset", offset)
+    k = _checks.check_real("offset", offset)
     omega = sinusoidal_frequencies(d_model, base)           # (d/2,)
     c, s = np.cos(k * omega), np.sin(k * omega)
     r = np.zeros((2 * omega.size, 2 * omega.size))         # (d, d)
@@ -194,7 +171,7 @@ def rotary(x: object, positions: Optional[object] = None, base: float = 10000.0)
     fewer than 2 axes, odd ``d``, ``positions`` of the wrong shape or non-finite values, and
     a bad ``base``. Explained in chapter 04.
     """
-    if type(x).__module__.split(".")[0] == "torch":
+    if is_torch_tensor(x):
         raise TypeError("rotary works on NumPy arrays; convert with tensor.numpy() first")
     arr = np.asarray(x)
     if not np.issubdtype(arr.dtype, np.floating):

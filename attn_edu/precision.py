@@ -28,6 +28,7 @@ from typing import Any, Optional, Tuple, Union
 import numpy as np
 
 from . import _checks
+from .reference import is_torch_tensor
 
 __all__ = [
     "FLOAT_LIMITS",
@@ -52,15 +53,11 @@ FLOAT_LIMITS = {
 
 
 # --------------------------------------------------------------------------- helpers
-def _is_torch(x: object) -> bool:
-    return type(x).__module__.split(".")[0] == "torch"
-
-
 def _dtype_name(dtype: object) -> str:
     """``np.float16``, ``np.dtype('float16')``, ``torch.float16`` or ``"float16"`` -> name."""
     if isinstance(dtype, str):
         name = dtype
-    elif type(dtype).__module__.split(".")[0] == "torch":
+    elif is_torch_tensor(dtype):
         name = str(dtype).replace("torch.", "")
     else:
         try:
@@ -90,9 +87,9 @@ def _check_axis(name: str, x: Array, axis: int) -> int:
 
 def _check_mask(mask: object, x: Array) -> Array:
     """Boolean mask (True = keep) of the same kind as x that broadcasts to x's shape."""
-    if _is_torch(x) != _is_torch(mask):
+    if is_torch_tensor(x) != is_torch_tensor(mask):
         raise TypeError("mask and x must be both NumPy arrays or both torch tensors")
-    if not _is_torch(mask):
+    if not is_torch_tensor(mask):
         mask = np.asarray(mask)
     dt = str(mask.dtype).replace("torch.", "")  # type: ignore[attr-defined]
     if dt != "bool":
@@ -183,7 +180,7 @@ def naive_softmax(x: Array, axis: int = -1) -> Array:
     """
     x = _as_float("x", x)
     axis = _check_axis("x", x, axis)
-    ops = _Ops(_is_torch(x))
+    ops = _Ops(is_torch_tensor(x))
     e = ops.exp(x)
     return e / ops.sum(e, axis, True)
 
@@ -200,7 +197,7 @@ def logsumexp(x: Array, axis: int = -1, mask: Optional[Array] = None, keepdims: 
     """
     x = _as_float("x", x)
     axis = _check_axis("x", x, axis)
-    ops = _Ops(_is_torch(x))
+    ops = _Ops(is_torch_tensor(x))
     if mask is not None:
         x = ops.fill_masked(x, _check_mask(mask, x), float("-inf"))
     if x.shape[axis] == 0:
@@ -247,7 +244,7 @@ def masked_fill_softmax(
     mask = _check_mask(mask, scores)
     if how not in ("fill", "add"):
         raise ValueError(f"how must be 'fill' or 'add'; got {how!r}")
-    ops = _Ops(_is_torch(scores))
+    ops = _Ops(is_torch_tensor(scores))
     if isinstance(fill, str):
         if fill != "finfo.min":
             raise ValueError(f"fill must be a number or 'finfo.min'; got {fill!r}")
@@ -280,7 +277,7 @@ def softmax_partial(x: Array, axis: int = -1, mask: Optional[Array] = None) -> T
     """
     x = _as_float("x", x)
     axis = _check_axis("x", x, axis)
-    ops = _Ops(_is_torch(x))
+    ops = _Ops(is_torch_tensor(x))
     if mask is not None:
         x = ops.fill_masked(x, _check_mask(mask, x), float("-inf"))
     if x.shape[axis] == 0:  # no keys at all: the empty block
@@ -321,12 +318,12 @@ def merge_softmax_stats(
     names = ("m1", "l1", "m2", "l2")
     arrays = [_as_float_any(n, a) for n, a in zip(names, (m1, l1, m2, l2))]
     m1, l1, m2, l2 = arrays
-    kinds = {_is_torch(a) for a in arrays}
+    kinds = {is_torch_tensor(a) for a in arrays}
     if (o1 is None) != (o2 is None):
         raise ValueError("pass both o1 and o2, or neither")
     if o1 is not None:
         o1, o2 = _as_float("o1", o1), _as_float("o2", o2)
-        kinds |= {_is_torch(o1), _is_torch(o2)}
+        kinds |= {is_torch_tensor(o1), is_torch_tensor(o2)}
     if len(kinds) > 1:
         raise TypeError("merge_softmax_stats needs all NumPy arrays or all torch tensors; got a mix")
     shape = tuple(m1.shape)
@@ -341,7 +338,7 @@ def merge_softmax_stats(
                 )
         if o1.shape[-1] != o2.shape[-1]:
             raise ValueError(f"o1 and o2 must have the same last dimension d; got {tuple(o1.shape)} and {tuple(o2.shape)}")
-    ops = _Ops(_is_torch(m1))
+    ops = _Ops(is_torch_tensor(m1))
     m = ops.maximum(m1, m2)  # NaN propagates
     m_safe = ops.where(ops.isneginf(m), 0.0, m)  # both empty: exp(-inf - 0) = 0, no NaN
     a1 = l1 * ops.exp(m1 - m_safe)  # block 1's share of the new sum
@@ -356,7 +353,7 @@ def merge_softmax_stats(
 
 def _as_float_any(name: str, x: object) -> Array:
     """A floating NumPy array or torch tensor (0-d allowed); TypeError for anything else."""
-    if _is_torch(x):
+    if is_torch_tensor(x):
         dt = str(x.dtype).replace("torch.", "")  # type: ignore[attr-defined]
     else:
         if isinstance(x, (str, bytes)) or x is None:

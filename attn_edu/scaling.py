@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, NamedTuple, Optional, Sequence, Union
+from typing import Any, NamedTuple, Sequence, Union
 
 import numpy as np
+
+from . import _checks
+from .reference import is_torch_tensor, softmax
 
 __all__ = [
     "expected_dot_product_mean",
@@ -42,25 +45,6 @@ Seed = Union[None, int, np.random.Generator]
 
 
 # --------------------------------------------------------------------------- checks
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer; got {type(value).__name__} ({value!r})")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1; got {value}")
-    return int(value)
-
-
-def _real(name: str, value: object, *, nonnegative: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number; got {type(value).__name__} ({value!r})")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite; got {value}")
-    if nonnegative and value < 0:
-        raise ValueError(f"{name} must be >= 0; got {value}")
-    return value
-
-
 def _rng(rng: Seed) -> np.random.Generator:
     if isinstance(rng, np.random.Generator):
         return rng
@@ -70,7 +54,7 @@ def _rng(rng: Seed) -> np.random.Generator:
 
 
 def _prob_array(name: str, p: object) -> np.ndarray:
-    if type(p).__module__.split(".")[0] == "torch":
+    if is_torch_tensor(p):
         p = p.detach().to("cpu").double().numpy()  # type: ignore[attr-defined]
     arr = np.asarray(p)
     if not (np.issubdtype(arr.dtype, np.floating)):
@@ -91,8 +75,8 @@ def expected_dot_product_mean(d_k: int, mu_q: float = 0.0, mu_k: float = 0.0) ->
     For q and k independent, each with components of mean ``mu_q`` (``mu_k``).
     Explained in chapter 02.
     """
-    d_k = _positive_int("d_k", d_k)
-    return d_k * _real("mu_q", mu_q) * _real("mu_k", mu_k)
+    d_k = _checks.check_length("d_k", d_k, 1)
+    return d_k * _checks.check_real("mu_q", mu_q) * _checks.check_real("mu_k", mu_k)
 
 
 def expected_dot_product_variance(
@@ -116,10 +100,10 @@ def expected_dot_product_variance(
     Raises TypeError/ValueError for a non-integer or non-positive ``d_k``, negative
     standard deviations and non-finite numbers.
     """
-    d_k = _positive_int("d_k", d_k)
-    sq = _real("sigma_q", sigma_q, nonnegative=True)
-    sk = _real("sigma_k", sigma_k, nonnegative=True)
-    mq, mk = _real("mu_q", mu_q), _real("mu_k", mu_k)
+    d_k = _checks.check_length("d_k", d_k, 1)
+    sq = _checks.check_real("sigma_q", sigma_q, nonnegative=True)
+    sk = _checks.check_real("sigma_k", sigma_k, nonnegative=True)
+    mq, mk = _checks.check_real("mu_q", mu_q), _checks.check_real("mu_k", mu_k)
     return d_k * (sq**2 * sk**2 + mq**2 * sk**2 + mk**2 * sq**2)
 
 
@@ -169,12 +153,12 @@ def sample_dot_products(
     numbers, so memory stays small for d_k = 1024. ``rng``: a Generator or a seed.
     Explained in chapter 02.
     """
-    d_k = _positive_int("d_k", d_k)
-    n_samples = _positive_int("n_samples", n_samples)
-    sq = _real("sigma_q", sigma_q, nonnegative=True)
-    sk = _real("sigma_k", sigma_k, nonnegative=True)
-    mq, mk = _real("mu_q", mu_q), _real("mu_k", mu_k)
-    chunk_elements = _positive_int("chunk_elements", chunk_elements)
+    d_k = _checks.check_length("d_k", d_k, 1)
+    n_samples = _checks.check_length("n_samples", n_samples, 1)
+    sq = _checks.check_real("sigma_q", sigma_q, nonnegative=True)
+    sk = _checks.check_real("sigma_k", sigma_k, nonnegative=True)
+    mq, mk = _checks.check_real("mu_q", mu_q), _checks.check_real("mu_k", mu_k)
+    chunk_elements = _checks.check_length("chunk_elements", chunk_elements, 1)
     gen = _rng(rng)
     rows = max(1, chunk_elements // d_k)
     out = np.empty(n_samples)
@@ -226,7 +210,7 @@ def dot_product_kurtosis(d_k: int) -> float:
     E[q_i^4]E[k_i^4] = 9\sigma_q^4\sigma_k^4`, kurtosis 9 (excess 6); a sum of d_k
     independent copies divides the excess by d_k. Explained in chapter 02.
     """
-    return 3.0 + 6.0 / _positive_int("d_k", d_k)
+    return 3.0 + 6.0 / _checks.check_length("d_k", d_k, 1)
 
 
 def variance_relative_se(n_samples: int, kurtosis: float = 3.0) -> float:
@@ -236,8 +220,8 @@ def variance_relative_se(n_samples: int, kurtosis: float = 3.0) -> float:
     samples of a variable with kurtosis :math:`\kappa = \mu_4/\sigma^4` (large N).
     Explained in chapter 02, where it sets the Monte Carlo tolerance.
     """
-    n = _positive_int("n_samples", n_samples)
-    kappa = _real("kurtosis", kurtosis)
+    n = _checks.check_length("n_samples", n_samples, 1)
+    kappa = _checks.check_real("kurtosis", kurtosis)
     if kappa < 1:
         raise ValueError(f"kurtosis is always >= 1; got {kappa}")
     return math.sqrt((kappa - 1.0) / n)
@@ -343,8 +327,8 @@ def explorer_figure(
     import plotly.graph_objects as go  # noqa: PLC0415
     from plotly.subplots import make_subplots  # noqa: PLC0415
 
-    d_ks = [_positive_int("d_ks[i]", d) for d in d_ks]
-    temps = [_real("temperatures[i]", t) for t in temperatures]
+    d_ks = [_checks.check_length("d_ks[i]", d, 1) for d in d_ks]
+    temps = [_checks.check_real("temperatures[i]", t) for t in temperatures]
     if not d_ks or not temps:
         raise ValueError("explorer_figure needs at least one d_k and one temperature")
     if any(t <= 0 for t in temps):
@@ -353,10 +337,9 @@ def explorer_figure(
         raise ValueError(f"initial_d_k={initial_d_k} is not one of d_ks={d_ks}")
     if initial_temperature not in temps:
         raise ValueError(f"initial_temperature={initial_temperature} is not one of {temps}")
-    n_keys = _positive_int("n_keys", n_keys)
-    n_queries = _positive_int("n_queries", n_queries)
+    n_keys = _checks.check_length("n_keys", n_keys, 1)
+    n_queries = _checks.check_length("n_queries", n_queries, 1)
     gen = _rng(rng)
-    from .reference import softmax  # noqa: PLC0415
 
     # scores for every d_k, computed once: (n_queries, n_keys)
     scores = {}

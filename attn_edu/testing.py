@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
+from .reference import is_torch_tensor
 
 __all__ = ["to_numpy", "ulp_tiny", "reference_tolerance", "assert_close_to_reference"]
 
@@ -25,7 +26,7 @@ _EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64"
 
 def to_numpy(x) -> np.ndarray:
     """A NumPy float64 copy of an array or (any-device, any-dtype) torch tensor."""
-    if type(x).__module__.split(".")[0] == "torch":
+    if is_torch_tensor(x):
         return x.detach().to("cpu").double().numpy()
     return np.asarray(x, dtype=np.float64)
 

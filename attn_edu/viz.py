@@ -22,6 +22,7 @@ import numbers
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+from .reference import is_torch_tensor
 
 __all__ = ["heatmap", "heatmap_grid", "slider_figure", "sweep_figure"]
 
@@ -31,7 +32,7 @@ Labels = Optional[Sequence[Any]]
 # --------------------------------------------------------------------------- helpers
 def _to_numpy(name: str, x: object) -> np.ndarray:
     """A float64 NumPy copy of an array-like or a torch tensor (detached, moved to the CPU)."""
-    if type(x).__module__.split(".")[0] == "torch":
+    if is_torch_tensor(x):
         x = x.detach().to("cpu").double().numpy()  # type: ignore[attr-defined]
     try:
         arr = np.asarray(x)
@@ -202,7 +203,7 @@ def heatmap_grid(
     Raises ValueError for an empty input, a matrix that is not 2-D, a grid too small for
     the matrices, or a wrong number of titles. Chapter 01 introduces it; chapters 05-07 use it.
     """
-    if type(matrices).__module__.split(".")[0] == "torch" or isinstance(matrices, np.ndarray):
+    if is_torch_tensor(matrices) or isinstance(matrices, np.ndarray):
         arr = _to_numpy("matrices", matrices)
         if arr.ndim == 4:
             if nrows is None and ncols is None:
@@ -474,7 +475,7 @@ def plot_mask(
     convert with ``mask.astype(bool)``) and ValueError for anything but one non-empty 2-D
     matrix or label lists of the wrong length. Chapter 05 draws both causal alignments with it.
     """
-    if type(mask).__module__.split(".")[0] == "torch":
+    if is_torch_tensor(mask):
         if str(mask.dtype) != "torch.bool":  # type: ignore[attr-defined]
             raise TypeError(f"mask must be boolean (True = may attend); got dtype {mask.dtype}")  # type: ignore[attr-defined]
         mask = mask.detach().to("cpu").numpy()  # type: ignore[attr-defined]
