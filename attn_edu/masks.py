@@ -16,7 +16,7 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
-from ._checks import broadcast_shapes, check_causal, check_length
+from ._checks import broadcast_shapes, check_block_size, check_causal, check_length
 
 __all__ = [
     "CausalMask",
@@ -27,6 +27,10 @@ __all__ = [
     "combine_masks",
     "to_additive",
     "from_key_padding_mask",
+    "block_layout",
+    "full_blocks",
+    "causal_block_layout",
+    "block_density",
 ]
 
 
@@ -194,3 +198,75 @@ def from_key_padding_mask(key_padding_mask: np.ndarray, heads: bool = False) -> 
     ((B, 1, 1, L_k) with ``heads=True``)."""
     kpm = _as_bool("key_padding_mask", key_padding_mask)
     return key_mask(~kpm, heads=heads)
+
+
+# --- block layouts: which tiles of a mask contain work (chapters 09-11) -------------------
+
+def _tiles(mask: np.ndarray, block_q: int, block_k: int, fill: bool) -> np.ndarray:
+    """The mask cut into tiles: shape (..., n_q_blocks, block_q, n_k_blocks, block_k).
+
+    The last row and column of tiles are padded with ``fill`` where the blocks do not
+    divide the lengths.
+    """
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        raise TypeError(f"mask must be boolean (True = may attend); got dtype {mask.dtype}")
+    if mask.ndim < 2:
+        raise ValueError(f"mask must have at least 2 dimensions (..., L_q, L_k); got shape {mask.shape}")
+    block_q = check_block_size("block_q", block_q)
+    block_k = check_block_size("block_k", block_k)
+    lq, lk = mask.shape[-2:]
+    nq, nk = -(-lq // block_q), -(-lk // block_k)
+    pad = [(0, 0)] * (mask.ndim - 2) + [(0, nq * block_q - lq), (0, nk * block_k - lk)]
+    if any(p[1] for p in pad):
+        mask = np.pad(mask, pad, constant_values=fill)
+    return mask.reshape(mask.shape[:-2] + (nq, block_q, nk, block_k))
+
+
+def block_layout(mask: np.ndarray, block_q: int, block_k: int) -> np.ndarray:
+    """Which (block_q x block_k) tiles of ``mask`` hold at least one allowed entry.
+
+    Returns a boolean array of shape (..., ceil(L_q/block_q), ceil(L_k/block_k)). Tiled
+    attention (:func:`attn_edu.flash.flash_attention`) computes only the True tiles; the
+    others would contribute exp(-inf) = 0 to every sum, so skipping them is exact.
+    """
+    return _tiles(mask, block_q, block_k, fill=False).any(axis=(-3, -1))
+
+
+def full_blocks(mask: np.ndarray, block_q: int, block_k: int) -> np.ndarray:
+    """Which tiles are *entirely* allowed (padding past the ends counts as allowed).
+
+    Same shape as :func:`block_layout`. A full tile needs no element mask at all, so a
+    block-sparse kernel only applies the mask on the partial tiles (layout & ~full).
+    """
+    return _tiles(mask, block_q, block_k, fill=True).all(axis=(-3, -1))
+
+
+def causal_block_layout(lq: int, lk: int, block_q: int, block_k: int,
+                        alignment: Union[bool, str] = "top_left") -> np.ndarray:
+    """:func:`block_layout` of ``causal_mask(lq, lk, alignment)``, computed without the mask.
+
+    Tile (i, j) is non-empty when its first key ``j*block_k`` is visible to its last query
+    ``min((i+1)*block_q, lq) - 1``: ``j*block_k <= last_query + offset``, with offset 0 for
+    top-left and ``lk - lq`` for bottom-right alignment. About half the tiles are skipped
+    when lq = lk, which is where causal attention's 2x saving comes from.
+    """
+    lq, lk = check_length("lq", lq), check_length("lk", lk)
+    block_q = check_block_size("block_q", block_q)
+    block_k = check_block_size("block_k", block_k)
+    align = check_causal(alignment)
+    if align is None:
+        raise ValueError(f"alignment must be 'top_left' or 'bottom_right'; got {alignment!r}")
+    offset = 0 if align == "top_left" else lk - lq
+    nq, nk = -(-lq // block_q), -(-lk // block_k)
+    last_query = np.minimum((np.arange(nq) + 1) * block_q, lq) - 1  # (nq,)
+    first_key = np.arange(nk) * block_k  # (nk,)
+    return first_key[None, :] <= (last_query + offset)[:, None]  # (nq, nk)
+
+
+def block_density(layout: np.ndarray) -> float:
+    """Fraction of tiles that are computed: ``layout.mean()`` (1.0 = dense)."""
+    layout = np.asarray(layout)
+    if layout.dtype != bool:
+        raise TypeError(f"layout must be boolean; got dtype {layout.dtype}")
+    return float(layout.mean()) if layout.size else 0.0

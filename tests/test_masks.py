@@ -65,3 +65,49 @@ def test_causal_mask_is_tagged_and_derived_masks_are_plain():
     for derived in (c & np.ones(5, bool), ~c, masks.combine_masks(c, np.ones(5, bool))):
         assert type(derived) is np.ndarray
     assert "bottom_right" in repr(c)
+
+
+# --- block layouts ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lq,lk,bq,bk", [(17, 17, 4, 4), (5, 17, 3, 4), (17, 5, 4, 2), (1, 1, 3, 3),
+                                         (64, 64, 16, 16), (63, 65, 8, 16)])
+@pytest.mark.parametrize("alignment", ["top_left", "bottom_right"])
+def test_causal_block_layout_matches_layout_of_the_mask(lq, lk, bq, bk, alignment):
+    mask = masks.causal_mask(lq, lk, alignment)
+    expected = masks.block_layout(mask, bq, bk)
+    got = masks.causal_block_layout(lq, lk, bq, bk, alignment)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_block_layout_against_loops():
+    rng = np.random.default_rng(0)
+    mask = rng.random((2, 13, 11)) < 0.05
+    bq, bk = 4, 3
+    layout, full = masks.block_layout(mask, bq, bk), masks.full_blocks(mask, bq, bk)
+    assert layout.shape == full.shape == (2, 4, 4)
+    for b in range(2):
+        for i in range(4):
+            for j in range(4):
+                tile = mask[b, i * bq:(i + 1) * bq, j * bk:(j + 1) * bk]
+                assert layout[b, i, j] == tile.any()
+                assert full[b, i, j] == tile.all()
+    assert masks.block_density(layout) == pytest.approx(layout.mean())
+    assert 0 < masks.block_density(layout) < 1
+
+
+def test_causal_layout_skips_about_half_the_tiles():
+    layout = masks.causal_block_layout(1024, 1024, 64, 64)
+    assert masks.block_density(layout) == pytest.approx((16 * 17 / 2) / 256)
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_block_layout_rejects_small_blocks(bad):
+    with pytest.raises(ValueError, match="block_q must be at least 1"):
+        masks.block_layout(np.ones((4, 4), bool), bad, 2)
+    with pytest.raises(ValueError, match="block_k must be at least 1"):
+        masks.causal_block_layout(4, 4, 2, bad)
+
+
+def test_block_layout_rejects_non_boolean_mask():
+    with pytest.raises(TypeError, match="boolean"):
+        masks.block_layout(np.ones((4, 4)), 2, 2)
