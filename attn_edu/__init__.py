@@ -16,8 +16,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from . import masks, multihead, positions, precision, scaling
+from . import flash, linear, masks, multihead, positions, precision, scaling
 from .masks import causal_mask, combine_masks, padding_mask
+from .flash import flash_attention
 from .reference import scaled_dot_product_attention, softmax
 
 __version__ = "0.1.0"
@@ -25,6 +26,9 @@ __version__ = "0.1.0"
 __all__ = [
     "softmax",
     "scaled_dot_product_attention",
+    "flash_attention",
+    "flash",
+    "linear",
     "masks",
     "multihead",
     "positions",

@@ -1,0 +1,480 @@
+r"""Tiled attention with the online softmax: FlashAttention's forward pass, in NumPy and PyTorch.
+
+:func:`flash_attention` computes exactly what :func:`attn_edu.scaled_dot_product_attention`
+computes -- same arguments, same masks, same errors -- but one (block_q x block_k) tile
+of scores at a time, so the (L_q, L_k) score matrix never exists. For one block of
+queries it keeps three running statistics per query row and updates them tile by tile
+(the online softmax, chapter 09):
+
+.. math::
+    S^{(j)} &= s \, Q_i K_j^\top + M_{ij}                 && \text{(block\_q, block\_k)} \\
+    m^{(j)} &= \max\big(m^{(j-1)}, \operatorname{rowmax} S^{(j)}\big) \\
+    P^{(j)} &= e^{S^{(j)} - m^{(j)}} \\
+    \ell^{(j)} &= e^{m^{(j-1)} - m^{(j)}} \ell^{(j-1)} + \operatorname{rowsum} P^{(j)} \\
+    A^{(j)} &= e^{m^{(j-1)} - m^{(j)}} A^{(j-1)} + P^{(j)} V_j   && \text{(block\_q, d\_v)}
+
+starting from :math:`m^{(0)} = -\infty`, :math:`\ell^{(0)} = 0`, :math:`A^{(0)} = 0`; the
+output is :math:`O_i = A / \ell` and the log-sum-exp :math:`m + \log \ell`. These are
+:func:`attn_edu.precision.merge_softmax_stats` applied to one tile at a time, written
+out inline on the unnormalised accumulator ``A`` so that the exponentials of a tile are
+computed once (see the note in :func:`flash_attention`).
+
+Tiles that the mask or causality leave empty are **skipped** (never computed):
+:func:`tile_layout` finds them with :func:`attn_edu.masks.causal_block_layout` and
+:func:`attn_edu.masks.block_layout`; tiles that are entirely allowed skip the element
+mask too (:func:`attn_edu.masks.full_blocks`). Peak extra memory is
+O(block_q * block_k + L * d) per batch element, never O(L_q * L_k) (besides a mask
+the caller passes in).
+
+NumPy arrays run the NumPy loop; torch tensors (CPU or CUDA) run the PyTorch twin
+(same loop, plain differentiable torch ops). ``import attn_edu.flash`` needs NumPy only.
+Chapter 09 builds this from scratch; chapter 10 moves it to the GPU.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, List, Optional, Tuple, Union
+
+import numpy as np
+
+from . import _checks, masks
+from .reference import is_torch_tensor
+
+__all__ = ["TileRecord", "flash_attention", "tile_layout"]
+
+
+@dataclass(frozen=True)
+class TileRecord:
+    """What one step of the tiled loop did, for teaching (``return_trace=True``).
+
+    Attributes:
+        q_block, k_block: tile indices (row block of queries, column block of keys).
+        q_rows, k_cols: the half-open ranges ``(start, stop)`` of query rows and key
+            columns the tile covers (the last tiles may be smaller than the blocks).
+        skipped: True when the mask or causality leaves the tile empty, so it was not
+            computed at all (``m``, ``l``, ``o`` are then the previous values).
+        masked: True when the element mask had to be applied (a partially allowed tile);
+            False for a fully allowed or a skipped tile.
+        m: running max of each query row *after* this tile, shape (..., rows).
+            ``-inf`` for rows that have seen no allowed key yet.
+        l: running sum ``sum_j exp(s_j - m)`` after this tile, shape (..., rows).
+        o: the **normalised** partial output ``A / l`` after this tile (0 where l = 0),
+            shape (..., rows, d_v): the attention output over the keys seen so far.
+            After the last tile of a row block it equals the final output rows.
+    """
+
+    q_block: int
+    k_block: int
+    q_rows: Tuple[int, int]
+    k_cols: Tuple[int, int]
+    skipped: bool
+    masked: bool
+    m: Any
+    l: Any
+    o: Any
+
+
+# ----------------------------------------------------------------------------- planning
+def _causal_full_blocks(lq: int, lk: int, block_q: int, block_k: int, align: str) -> np.ndarray:
+    """Tiles entirely inside the causal region: the tile's last key is visible to its
+    first query, ``min((j+1)*block_k, lk) - 1 <= i*block_q + offset``. Shape (nq, nk)."""
+    offset = 0 if align == "top_left" else lk - lq
+    nq, nk = -(-lq // block_q), -(-lk // block_k)
+    first_query = np.arange(nq) * block_q  # (nq,)
+    last_key = np.minimum((np.arange(nk) + 1) * block_k, lk) - 1  # (nk,)
+    return last_key[None, :] <= (first_query + offset)[:, None]  # (nq, nk)
+
+
+def _mask_layouts(allowed: np.ndarray, lq: int, lk: int, block_q: int, block_k: int,
+                  align: Optional[str]) -> Tuple[np.ndarray, np.ndarray]:
+    """(non-empty, full) tiles of a boolean mask broadcastable to (..., lq, lk), intersected
+    with causality when ``align`` is given; both of shape (nq, nk).
+
+    Worked out one strip of ``block_q`` query rows at a time, so the memory is that of one
+    strip, O(block_q * lk), never (lq, lk) (a causal mask is only built strip by strip).
+    A tile counts as non-empty when it is non-empty for *some* batch element (the loop
+    is vectorised over the batch) and as full when it is full for *every* one. A mask
+    axis of size 1 (e.g. a (B, 1, L_k) padding mask) is broadcast, never enlarged.
+    """
+    if allowed.ndim < 2:
+        allowed = allowed.reshape((1,) * (2 - allowed.ndim) + allowed.shape)
+    offset = 0 if align != "bottom_right" else lk - lq
+    nq, nk = -(-lq // block_q), -(-lk // block_k)
+    layout, full = np.zeros((nq, nk), dtype=bool), np.zeros((nq, nk), dtype=bool)
+    for i in range(nq):
+        r0, r1 = i * block_q, min((i + 1) * block_q, lq)
+        strip = allowed[..., _sub(allowed.shape[-2], lq, r0, r1), :]  # (..., bq or 1, Lk or 1)
+        if align is not None:
+            tri = np.arange(lk)[None, :] <= np.arange(r0, r1)[:, None] + offset  # (bq, Lk)
+            strip = strip & tri  # (..., bq, Lk)
+        bk = block_k if strip.shape[-1] == lk else 1
+        lay = masks.block_layout(strip, strip.shape[-2], bk)  # (..., 1, nk or 1)
+        ful = masks.full_blocks(strip, strip.shape[-2], bk)
+        lead = tuple(range(lay.ndim - 1))
+        layout[i] = np.broadcast_to(lay.any(axis=lead), (nk,))
+        full[i] = np.broadcast_to(ful.all(axis=lead), (nk,))
+    return layout, full
+
+
+def tile_layout(lq: int, lk: int, block_q: int = 64, block_k: int = 64,
+                mask: Optional[np.ndarray] = None, causal: Union[bool, str] = False
+                ) -> Tuple[np.ndarray, np.ndarray]:
+    """Which tiles :func:`flash_attention` computes, and which of those need the element mask.
+
+    Returns ``(computed, partial)``, boolean arrays of shape
+    ``(ceil(lq / block_q), ceil(lk / block_k))``: ``computed[i, j]`` is False for a tile
+    that the mask and/or causality leave empty (it is skipped), ``partial[i, j]`` is True
+    for a computed tile that is only partly allowed (the mask is applied element-wise;
+    a fully allowed tile skips that work). ``mask`` is boolean (True = may attend) or
+    float (``-inf`` blocks), broadcastable to (..., lq, lk); with a batch of masks a tile
+    is computed when any batch element needs it. Causal layouts come from
+    :func:`attn_edu.masks.causal_block_layout` without building the causal mask; with a
+    mask too, mask and causality are intersected one strip of rows at a time. Drawn in
+    chapter 09.
+    """
+    lq, lk = _checks.check_length("lq", lq), _checks.check_length("lk", lk)
+    block_q = _checks.check_block_size("block_q", block_q)
+    block_k = _checks.check_block_size("block_k", block_k)
+    align = _checks.check_causal(causal)
+    nq, nk = -(-lq // block_q), -(-lk // block_k)
+    computed = np.ones((nq, nk), dtype=bool)
+    full = np.ones((nq, nk), dtype=bool)
+    if align is not None:
+        computed &= masks.causal_block_layout(lq, lk, block_q, block_k, align)
+        full &= _causal_full_blocks(lq, lk, block_q, block_k, align)
+    if mask is not None:
+        mask = np.asarray(mask.cpu().numpy() if is_torch_tensor(mask) else mask)
+        kind = _checks.check_mask_dtype(mask.dtype.name)
+        allowed = mask if kind == "bool" else ~np.isneginf(mask)
+        lay, ful = _mask_layouts(allowed, lq, lk, block_q, block_k, align)
+        computed &= lay  # mask & causal together may empty a tile neither empties alone
+        full &= ful
+    return computed, computed & ~full
+
+
+def _tile_slices(lq: int, lk: int, block_q: int, block_k: int):
+    nq, nk = -(-lq // block_q), -(-lk // block_k)
+    rows = [(i * block_q, min((i + 1) * block_q, lq)) for i in range(nq)]
+    cols = [(j * block_k, min((j + 1) * block_k, lk)) for j in range(nk)]
+    return rows, cols
+
+
+def _sub(axis_len: int, full_len: int, start: int, stop: int):
+    """The slice of a mask axis for [start, stop): all of it when the mask broadcasts (size 1)."""
+    return slice(None) if axis_len == 1 and full_len != 1 else slice(start, stop)
+
+
+# ----------------------------------------------------------------------------- NumPy loop
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+@contextmanager
+def _single_threaded_blas():
+    """Run the tile loop with one BLAS thread per worker, when threadpoolctl is installed.
+
+    The tiles' matrix products are small; a multi-threaded BLAS splits each one across
+    every core and its threads then wait on each other (badly so on a busy machine).
+    Like FlashAttention on a GPU, the loop instead runs row blocks in parallel, one
+    worker per core. Yields the number of workers to use (1 without threadpoolctl, so
+    BLAS keeps its own threads and nothing is oversubscribed).
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield 1
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield _cpu_count()
+
+
+def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
+                 return_trace, return_lse):
+    lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
+    dt = q.dtype.type
+    scale, neg_inf = dt(s), dt(-np.inf)
+    computed, partial = tile_layout(lq, lk, block_q, block_k, mask=mask, causal=align or False)
+    if mask is not None and mask.ndim < 2:
+        mask = mask.reshape((1,) * (2 - mask.ndim) + mask.shape)
+    offset = 0 if align != "bottom_right" else lk - lq
+    rows, cols = _tile_slices(lq, lk, block_q, block_k)
+    kt = np.swapaxes(k, -1, -2)  # (..., Dk, Lk): a view, BLAS reads it transposed
+    out = np.zeros(tuple(batch) + (lq, dv), dtype=q.dtype)  # (..., Lq, Dv)
+    lse = np.full(tuple(batch) + (lq,), -np.inf, dtype=q.dtype) if return_lse else None
+    trace: List[TileRecord] = []
+
+    def row_block(i: int) -> None:
+        """One block of query rows against every non-empty key tile (the online softmax)."""
+        r0, r1 = rows[i]
+        qi = q[..., r0:r1, :]  # (..., bq, Dk)
+        m = np.full(tuple(batch) + (r1 - r0,), neg_inf)  # running max      (..., bq)
+        l = np.zeros(tuple(batch) + (r1 - r0,), dtype=q.dtype)  # running sum (..., bq)
+        acc = np.zeros(tuple(batch) + (r1 - r0, dv), dtype=q.dtype)  # A    (..., bq, Dv)
+        for j, (c0, c1) in enumerate(cols):
+            if not computed[i, j]:  # empty tile: exp(-inf) = 0 everywhere, skip it
+                if return_trace:
+                    trace.append(_record(i, j, r0, r1, c0, c1, True, False, m, l, acc))
+                continue
+            st = np.matmul(qi, kt[..., c0:c1])  # scores tile (..., bq, bk)
+            st *= scale
+            keep = None
+            if mask is not None:
+                mt = mask[..., _sub(mask.shape[-2], lq, r0, r1), _sub(mask.shape[-1], lk, c0, c1)]
+                if mask_kind == "float":
+                    if partial[i, j]:
+                        keep = ~np.isneginf(mt)
+                        mt = np.where(keep, mt, 0)
+                    st += mt.astype(q.dtype, copy=False)
+                elif partial[i, j]:
+                    keep = mt
+            if align is not None and partial[i, j]:
+                tri = (np.arange(c0, c1)[None, :] <= np.arange(r0, r1)[:, None] + offset)  # (bq, bk)
+                keep = tri if keep is None else (keep & tri)
+            if keep is not None:
+                np.copyto(st, neg_inf, where=~keep)  # blocked scores -> -inf
+            m_new = np.maximum(m, st.max(axis=-1))  # (..., bq); NaN propagates
+            m_safe = np.where(np.isneginf(m_new), dt(0), m_new)  # no key yet: exp(-inf - 0) = 0
+            st -= m_safe[..., None]
+            p = np.exp(st, out=st)  # P = exp(S - m_new), in place (..., bq, bk)
+            alpha = np.exp(m - m_safe)  # rescales the old statistics (..., bq)
+            l *= alpha
+            l += p.sum(axis=-1)
+            acc *= alpha[..., None]
+            acc += np.matmul(p, v[..., c0:c1, :])  # (..., bq, bk) @ (..., bk, Dv)
+            m = m_new
+            if return_trace:
+                trace.append(_record(i, j, r0, r1, c0, c1, False, keep is not None, m, l, acc))
+        out[..., r0:r1, :] = acc / np.where(l == 0, dt(1), l)[..., None]  # fully masked row -> 0
+        if return_lse:
+            with np.errstate(divide="ignore"):  # l = 0 only when m = -inf: no allowed key
+                lse[..., r0:r1] = m + np.log(l)
+
+    if return_trace or len(rows) < 2 or computed.sum() < 8:  # small or traced: in order
+        for i in range(len(rows)):
+            row_block(i)
+    else:
+        with _single_threaded_blas() as workers:
+            workers = min(workers, len(rows))
+            if workers < 2:
+                for i in range(len(rows)):
+                    row_block(i)
+            else:  # row blocks are independent: each worker owns its own m, l, A and tile
+                with ThreadPoolExecutor(workers) as pool:
+                    list(pool.map(row_block, range(len(rows))))
+    return out, lse, trace
+
+
+def _record(i, j, r0, r1, c0, c1, skipped, masked, m, l, acc) -> TileRecord:
+    if is_torch_tensor(acc):
+        denom = l.detach().clone()
+        denom[denom == 0] = 1
+        o = acc.detach() / denom[..., None]
+        return TileRecord(i, j, (r0, r1), (c0, c1), skipped, masked,
+                          m.detach().clone(), l.detach().clone(), o)
+    o = acc / np.where(l == 0, 1, l)[..., None]
+    return TileRecord(i, j, (r0, r1), (c0, c1), skipped, masked, m.copy(), l.copy(), o)
+
+
+# ----------------------------------------------------------------------------- PyTorch twin
+def _flash_torch(q, k, v, mask, causal, scale, block_q, block_k, return_trace, return_lse,
+                 enable_gqa):
+    """The PyTorch twin: same checks as :mod:`attn_edu.torch_ops`, same loop as the NumPy one."""
+    import torch
+
+    from .torch_ops import _dtype_name, _require_tensor
+
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _require_tensor(name, x)
+    _checks.check_float_dtypes(q=_dtype_name(q.dtype), k=_dtype_name(k.dtype), v=_dtype_name(v.dtype))
+    _checks.same_devices(q=q.device, k=k.device, v=v.device)
+    batch, group = _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa)
+    align = _checks.check_causal(causal)
+    s = _checks.check_scale(scale, q.shape[-1])
+    if group > 1:
+        k = k.repeat_interleave(group, dim=-3)  # (..., Hq, Lk, Dk)
+        v = v.repeat_interleave(group, dim=-3)  # (..., Hq, Lk, Dv)
+    lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
+    scores_shape = tuple(batch) + (lq, lk)
+    kind = None
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(
+                f"mask is a {type(mask).__module__}.{type(mask).__name__} but q, k, v are torch "
+                "tensors; convert it with torch.as_tensor(mask, device=q.device)"
+            )
+        _checks.same_devices(q=q.device, mask=mask.device)
+        kind = _checks.check_mask(_dtype_name(mask.dtype), tuple(mask.shape), scores_shape,
+                                  getattr(mask, "causal_alignment", None), align)
+        if kind == "float" and (bool(torch.isnan(mask).any()) or bool(torch.isposinf(mask).any())):
+            raise ValueError(_checks.FLOAT_MASK_VALUES)
+    block_q = _checks.check_block_size("block_q", block_q)
+    block_k = _checks.check_block_size("block_k", block_k)
+
+    layout_mask = None
+    if mask is not None:  # the layout is computed on the host from the (small) boolean pattern
+        layout_mask = (mask if kind == "bool" else ~torch.isneginf(mask.detach())).cpu().numpy()
+    computed, partial = tile_layout(lq, lk, block_q, block_k, mask=layout_mask, causal=align or False)
+    if mask is not None and mask.dim() < 2:
+        mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape))
+    offset = 0 if align != "bottom_right" else lk - lq
+    rows, cols = _tile_slices(lq, lk, block_q, block_k)
+    dev, dtype = q.device, q.dtype
+    kt = k.transpose(-1, -2)  # (..., Dk, Lk)
+    outs, lses = [], []
+    trace: List[TileRecord] = []
+    for i, (r0, r1) in enumerate(rows):
+        qi = q[..., r0:r1, :]  # (..., bq, Dk)
+        shape = tuple(batch) + (r1 - r0,)
+        m = torch.full(shape, float("-inf"), dtype=dtype, device=dev)  # (..., bq)
+        l = torch.zeros(shape, dtype=dtype, device=dev)  # (..., bq)
+        acc = torch.zeros(shape + (dv,), dtype=dtype, device=dev)  # (..., bq, Dv)
+        for j, (c0, c1) in enumerate(cols):
+            if not computed[i, j]:
+                if return_trace:
+                    trace.append(_record(i, j, r0, r1, c0, c1, True, False, m, l, acc))
+                continue
+            st = (qi @ kt[..., c0:c1]) * s  # (..., bq, bk)
+            keep = None
+            if mask is not None:
+                mt = mask[..., _sub(mask.shape[-2], lq, r0, r1), _sub(mask.shape[-1], lk, c0, c1)]
+                if kind == "float":
+                    if partial[i, j]:
+                        keep = ~torch.isneginf(mt)
+                        mt = torch.where(keep, mt, torch.zeros_like(mt))  # no -inf in the graph
+                    st = st + mt.to(dtype)
+                elif partial[i, j]:
+                    keep = mt
+            if align is not None and partial[i, j]:
+                ri = torch.arange(r0, r1, device=dev)[:, None]
+                ci = torch.arange(c0, c1, device=dev)[None, :]
+                tri = ci <= ri + offset  # (bq, bk)
+                keep = tri if keep is None else (keep & tri)
+            if keep is not None:
+                st = st.masked_fill(~keep, float("-inf"))  # blocked -> -inf, gradient 0 there
+            # the max is only a shift (softmax is shift-invariant): detach it, as torch_ops does
+            m_new = torch.maximum(m, st.detach().amax(dim=-1))  # (..., bq)
+            m_safe = torch.where(torch.isneginf(m_new), torch.zeros_like(m_new), m_new)
+            p = torch.exp(st - m_safe[..., None])  # (..., bq, bk); blocked entries exactly 0
+            alpha = torch.exp(m - m_safe)  # (..., bq)
+            l = l * alpha + p.sum(dim=-1)
+            acc = acc * alpha[..., None] + p @ v[..., c0:c1, :]  # (..., bq, Dv)
+            m = m_new
+            if return_trace:
+                trace.append(_record(i, j, r0, r1, c0, c1, False, keep is not None, m, l, acc))
+        outs.append(acc / torch.where(l == 0, torch.ones_like(l), l)[..., None])
+        if return_lse:
+            lse = m + torch.log(torch.where(l == 0, torch.ones_like(l), l))
+            lses.append(torch.where(l == 0, torch.full_like(lse, float("-inf")), lse))
+    out = torch.cat(outs, dim=-2) if outs else torch.zeros(tuple(batch) + (0, dv), dtype=dtype, device=dev)
+    lse = None
+    if return_lse:
+        lse = torch.cat(lses, dim=-1) if lses else torch.zeros(tuple(batch) + (0,), dtype=dtype, device=dev)
+    return out, lse, trace
+
+
+# ----------------------------------------------------------------------------- public API
+def flash_attention(
+    q: Any,
+    k: Any,
+    v: Any,
+    mask: Optional[Any] = None,
+    causal: Union[bool, str] = False,
+    scale: Optional[float] = None,
+    block_q: int = 64,
+    block_k: int = 64,
+    return_trace: bool = False,
+    return_lse: bool = False,
+    enable_gqa: bool = False,
+):
+    r"""Tiled attention with the online softmax (FlashAttention's forward pass).
+
+    Returns exactly :math:`\operatorname{softmax}(QK^\top s + M)\,V`, the result of
+    :func:`attn_edu.scaled_dot_product_attention` with the same arguments (up to
+    rounding: <= 1e-10 in float64), computed one (block_q x block_k) tile of scores at
+    a time with the running max ``m``, sum ``l`` and accumulator ``A`` of the module
+    docstring.
+
+    Shapes: ``q`` (..., L_q, d_k), ``k`` (..., L_k, d_k), ``v`` (..., L_k, d_v) ->
+    output (..., L_q, d_v). Leading axes broadcast; the loop is vectorised over them.
+    ``mask`` (bool, True = may attend; or float, added, ``-inf`` blocks), ``causal``
+    (False, True/"top_left", "bottom_right"), ``scale`` (default 1/sqrt(d_k)) and
+    ``enable_gqa`` mean what they mean in the reference; a fully masked query row gives
+    zeros, never NaN. Any lengths work, including ones the blocks do not divide.
+
+    Args:
+        block_q, block_k: tile sizes (positive integers).
+        return_lse: also return the log-sum-exp of each query row's scores,
+            ``m + log(l)``, shape (..., L_q) (``-inf`` for a fully masked row). The
+            backward pass of FlashAttention needs only this, not the weights.
+        return_trace: also return a list of :class:`TileRecord` in processing order
+            (row block by row block, key block by key block), one per tile, skipped
+            tiles included; ``o`` in each record is the *normalised* partial output.
+            The trace holds a copy of the statistics per tile: use it on small inputs.
+
+    Returns ``out``, or a tuple ``(out, lse)``, ``(out, trace)`` or ``(out, lse, trace)``.
+
+    Skipped work: tiles that the mask or causality leave empty are never computed
+    (see :func:`tile_layout`), and fully allowed tiles skip the element mask. Peak
+    extra memory is O(block_q * block_k + L * d) per batch element. Everything is
+    computed in the input dtype (float32 stays float32).
+
+    Torch tensors (CPU or CUDA) run the PyTorch twin, with the errors of
+    :mod:`attn_edu.torch_ops` and autograd through plain torch ops (its backward keeps
+    every tile's probabilities, so memory during training is not reduced; chapter 10's
+    Triton kernel recomputes them instead); fully masked rows get zero outputs and zero,
+    finite gradients.
+
+    One deliberate difference from the reference: NaN or inf in a *masked* value row
+    of ``v`` poisons the reference's output (``0 * NaN`` in ``weights @ v``); here a
+    skipped tile never reads it (a computed, partially masked tile still does).
+
+    Why the update is inline rather than a call to
+    :func:`attn_edu.precision.merge_softmax_stats`: that function merges *normalised*
+    outputs ``o = A / l`` and would need ``softmax_partial`` to compute the tile's
+    exponentials a second time; the loop keeps the unnormalised ``A`` and divides once
+    at the end. The two give the same numbers (tests/test_flash.py checks it).
+
+    Explained in chapter 09.
+    """
+    tensors = [is_torch_tensor(x) for x in (q, k, v)]
+    if any(tensors):
+        if not all(tensors):
+            raise TypeError("q, k and v must be all NumPy arrays or all torch tensors; got a mix")
+        out, lse, trace = _flash_torch(q, k, v, mask, causal, scale, block_q, block_k,
+                                       return_trace, return_lse, enable_gqa)
+        return _pack(out, lse, trace, return_lse, return_trace)
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    _checks.check_float_dtypes(q=q.dtype.name, k=k.dtype.name, v=v.dtype.name)
+    batch, group = _checks.check_qkv_shapes(q.shape, k.shape, v.shape, enable_gqa)
+    align = _checks.check_causal(causal)
+    s = _checks.check_scale(scale, q.shape[-1])
+    if group > 1:  # grouped-query: each k/v head serves `group` consecutive query heads
+        k = np.repeat(k, group, axis=-3)  # (..., Hq, Lk, Dk)
+        v = np.repeat(v, group, axis=-3)  # (..., Hq, Lk, Dv)
+    lq, lk = q.shape[-2], k.shape[-2]
+    kind = None
+    if mask is not None:
+        if is_torch_tensor(mask):
+            raise TypeError("mask is a torch tensor but q, k, v are NumPy arrays")
+        mask = np.asanyarray(mask)  # keeps a CausalMask's alignment tag
+        kind = _checks.check_mask(mask.dtype.name, tuple(mask.shape), tuple(batch) + (lq, lk),
+                                  getattr(mask, "causal_alignment", None), align)
+        mask = np.asarray(mask)
+        if kind == "float" and (np.isnan(mask).any() or np.isposinf(mask).any()):
+            raise ValueError(_checks.FLOAT_MASK_VALUES)
+    block_q = _checks.check_block_size("block_q", block_q)
+    block_k = _checks.check_block_size("block_k", block_k)
+    out, lse, trace = _flash_numpy(q, k, v, mask, kind, align, s, block_q, block_k, batch,
+                                   return_trace, return_lse)
+    return _pack(out, lse, trace, return_lse, return_trace)
+
+
+def _pack(out, lse, trace, return_lse, return_trace):
+    extras = ([lse] if return_lse else []) + ([trace] if return_trace else [])
+    return (out, *extras) if extras else out
