@@ -110,12 +110,22 @@ def _mask_layouts(allowed: np.ndarray, lq: int, lk: int, block_q: int, block_k: 
         if align is not None:
             tri = np.arange(lk)[None, :] <= np.arange(r0, r1)[:, None] + offset  # (bq, Lk)
             strip = strip & tri  # (..., bq, Lk)
-        bk = block_k if strip.shape[-1] == lk else 1
-        lay = masks.block_layout(strip, strip.shape[-2], bk)  # (..., 1, nk or 1)
-        ful = masks.full_blocks(strip, strip.shape[-2], bk)
-        lead = tuple(range(lay.ndim - 1))
-        layout[i] = np.broadcast_to(lay.any(axis=lead), (nk,))
-        full[i] = np.broadcast_to(ful.all(axis=lead), (nk,))
+        # Reduce the strip's rows first (contiguous, cheap), then the columns of each tile:
+        # the same answer as masks.block_layout / full_blocks on the strip, several times
+        # faster, which matters when planning is a visible part of a sparse run.
+        col_any = np.logical_or.reduce(strip, axis=-2)  # (..., Lk or 1)
+        col_all = np.logical_and.reduce(strip, axis=-2)
+        if col_any.shape[-1] == lk:
+            pad = nk * block_k - lk  # past the end: "any" sees False, "all" sees True
+            if pad:
+                extra = col_any.shape[:-1] + (pad,)
+                col_any = np.concatenate([col_any, np.zeros(extra, bool)], axis=-1)
+                col_all = np.concatenate([col_all, np.ones(extra, bool)], axis=-1)
+            col_any = col_any.reshape(col_any.shape[:-1] + (nk, block_k)).any(axis=-1)
+            col_all = col_all.reshape(col_all.shape[:-1] + (nk, block_k)).all(axis=-1)
+        lead = tuple(range(col_any.ndim - 1))  # (..., nk or 1) -> (nk or 1,)
+        layout[i] = np.broadcast_to(col_any.any(axis=lead), (nk,))
+        full[i] = np.broadcast_to(col_all.all(axis=lead), (nk,))
     return layout, full
 
 
