@@ -6,8 +6,9 @@ available (they are computed on first access, so reading them is what imports to
 
 * ``attn_edu.HAS_TORCH``  -- PyTorch can be imported;
 * ``attn_edu.HAS_CUDA``   -- PyTorch sees a CUDA GPU;
-* ``attn_edu.HAS_TRITON`` -- Triton can be imported (kernels run on a GPU, or on the CPU
-  with ``TRITON_INTERPRET=1``).
+* ``attn_edu.HAS_TRITON`` -- Triton is installed (kernels run on a GPU, or on the CPU
+  with ``TRITON_INTERPRET=1``, which must be set before triton is first imported;
+  reading this flag does not import it).
 
 The public functions work on NumPy arrays and, with the same rules, on torch tensors.
 """
@@ -65,7 +66,9 @@ def _has_cuda() -> bool:
 _FLAGS = {
     "HAS_TORCH": lambda: _can_import("torch"),
     "HAS_CUDA": _has_cuda,
-    "HAS_TRITON": lambda: _can_import("triton"),
+    # find_spec only: importing triton here would freeze its compiled-vs-interpreted
+    # choice before a notebook sets TRITON_INTERPRET=1 (Triton reads it at import).
+    "HAS_TRITON": lambda: importlib.util.find_spec("triton") is not None,
 }
 
 

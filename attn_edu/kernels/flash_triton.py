@@ -1,0 +1,714 @@
+r"""FlashAttention in Triton: a fused forward kernel and a recomputing backward.
+
+The algorithm is FlashAttention {cite}`dao2022flashattention` in the loop order of
+FlashAttention-2 {cite}`dao2023flashattention2`: one program owns a block of
+``BLOCK_M`` query rows, streams the keys and values past it in blocks of
+``BLOCK_N``, and keeps the running softmax statistics in registers::
+
+    m_i   running row maximum of the scores           (BLOCK_M,)
+    l_i   running sum of exp(score - m_i)             (BLOCK_M,)
+    acc   running sum of exp(score - m_i) * v         (BLOCK_M, D_v)
+
+    for each key block j:                 (the online softmax of chapter 03)
+        s      = q @ k_j^T * scale                    (BLOCK_M, BLOCK_N)
+        m_new  = max(m_i, rowmax(s))
+        p      = exp(s - m_new)
+        alpha  = exp(m_i - m_new)                     rescales what came before
+        l_i    = alpha * l_i + rowsum(p)
+        acc    = alpha * acc + p @ v_j
+        m_i    = m_new
+    out = acc / l_i,   lse = m_i + log(l_i)
+
+The (L_q, L_k) score matrix never exists in memory: each tile of it lives in
+registers for one iteration. The forward also writes the log-sum-exp ``lse``
+(natural log, float32, shape (B, H, L_q)), which is all the backward needs to
+rebuild any tile of the softmax exactly: ``P = exp(S - lse)``. The backward
+(FlashAttention-2, Algorithm 2) therefore recomputes ``S`` and ``P`` tile by tile
+instead of storing them:
+
+    delta = rowsum(dO * O)                      (_attn_bwd_preprocess)
+    dV_j  = sum_i P_ij^T dO_i                   (_attn_bwd_dkdv, one program per key block)
+    dS_ij = P_ij * (dO_i V_j^T - delta_i)
+    dK_j  = scale * sum_i dS_ij^T Q_i
+    dQ_i  = scale * sum_j dS_ij K_j             (_attn_bwd_dq, one program per query block)
+
+Causal attention *skips* the key blocks above the diagonal through the loop bound
+(they are never loaded), and masks only the blocks that straddle the diagonal;
+that is where the ~2x speed-up of causal attention comes from. Both alignments of
+the book are supported: ``causal=True``/``"top_left"`` (PyTorch's ``is_causal``:
+key j is visible to query i when j <= i) and ``"bottom_right"`` (j <= i + L_k - L_q,
+what a decoder with a KV cache needs). A query row with no visible key gets an
+output of zeros and ``lse = -inf``, never NaN.
+
+Layout of the file, top to bottom, after Triton's fused-attention tutorial:
+guarded imports, the kernels (``_attn_fwd_inner``, ``_attn_fwd``, the three
+backward kernels), block-size choices, input checks, the launchers, the autograd
+wrapper and the public functions :func:`triton_attention_forward` and
+:func:`triton_attention`.
+
+Where it runs: on a CUDA GPU, or on the CPU through Triton's interpreter when the
+environment variable ``TRITON_INTERPRET=1`` is set. Triton 3.9 reads that variable
+(``triton.knobs.runtime.interpret``) when ``@triton.jit`` *decorates* a function,
+not at launch: this module's kernels are decorated when it is imported, and
+Triton's own library functions (``tl.max``, ``tl.sum``, ...) when ``triton`` is
+first imported. So set ``TRITON_INTERPRET=1`` before anything imports triton; if it
+came too late, the first CPU call raises a RuntimeError that says so. Under the
+interpreter the kernels run on NumPy, one program at a time: correct, slow, good
+for tests with small shapes. (bfloat16 is refused there: the interpreter's
+``tl.dot`` multiplies the raw bit patterns, triton-lang/triton#11584.)
+
+Explained in chapter 10 (FlashAttention II: PyTorch, Triton and memory on a GPU).
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from .. import _checks
+from ..torch_ops import _dtype_name, _require_tensor
+
+try:  # guarded: the rest of attn_edu never needs triton
+    import triton
+    import triton.language as tl
+
+    HAS_TRITON = True
+except ImportError:  # pragma: no cover - triton is in requirements.txt
+    triton = None
+    tl = None
+    HAS_TRITON = False
+
+__all__ = [
+    "triton_attention",
+    "triton_attention_forward",
+    "check_triton_inputs",
+    "block_schedule",
+    "interpret_mode",
+    "SUPPORTED_DTYPES",
+    "MAX_HEAD_DIM",
+]
+
+#: dtypes the kernels accept (tl.dot has no float64 path worth teaching).
+SUPPORTED_DTYPES = ("float16", "bfloat16", "float32")
+#: Largest head dimension (d_k and d_v); smaller ones are padded to a power of two >= 16.
+MAX_HEAD_DIM = 128
+
+_LOG2E = 1.4426950408889634  # log2(e): the kernels use exp2, so scores are scaled by it
+_LN2 = 0.6931471805599453  # ln(2): converts the base-2 lse back to a natural log
+
+
+def interpret_mode() -> bool:
+    """True when ``TRITON_INTERPRET=1`` is set now (kernels then run on the CPU)."""
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+# The mode the kernels below were built in (read once, when @triton.jit ran).
+_BUILT_INTERPRETED = interpret_mode()
+
+
+def _language_interpreted() -> bool:
+    """Was Triton's own library (tl.max, tl.sum, ...) built for the interpreter?
+
+    Those functions are ``@triton.jit`` functions too, decorated when ``triton`` is
+    first imported; if that happened before ``TRITON_INTERPRET=1`` was set, no kernel
+    that reduces (every attention kernel) can run interpreted in this process.
+    """
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(tl.sum, InterpretedFunction)
+
+
+def _jit(fn):
+    """``triton.jit`` when triton is installed; the plain function otherwise
+    (so this module imports, and :func:`inspect.getsource` works, without triton)."""
+    return triton.jit(fn) if HAS_TRITON else fn
+
+
+# ----------------------------------------------------------------------------
+# Forward
+# ----------------------------------------------------------------------------
+@_jit
+def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs,
+                    stride_kn, stride_vn,
+                    offs_m, offs_n, offs_dk, offs_dv,
+                    lo, hi, LK, qk_scale, CAUSAL_OFFSET,
+                    HEAD_DK: tl.constexpr, HEAD_DV: tl.constexpr,
+                    BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
+                    BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+                    CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+    """Key blocks ``lo, lo + BLOCK_N, ..., < hi`` through the online softmax.
+
+    ``MASKED=False`` is the fast path for blocks that lie wholly inside the key
+    range and wholly below the causal diagonal: no comparisons at all.
+    ``MASKED=True`` handles the ragged last block (keys >= L_k) and the blocks
+    that straddle the diagonal; a row whose entries are all masked so far keeps
+    ``m_i = -inf`` and contributes nothing (no ``-inf - (-inf)`` = NaN).
+    """
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n  # (BLOCK_N,) key positions of this block
+        # k is loaded transposed, (BLOCK_DK, BLOCK_N), so that q @ k is a plain dot
+        if MASKED:
+            kT = tl.load(k_ptrs + start_n * stride_kn,
+                         mask=(offs_dk[:, None] < HEAD_DK) & (cols[None, :] < LK),
+                         other=0.0)
+        elif HEAD_DK == BLOCK_DK:  # the fast path: no comparisons at all
+            kT = tl.load(k_ptrs + start_n * stride_kn)
+        else:  # head dim padded (e.g. 48 -> 64): mask the padding only
+            kT = tl.load(k_ptrs + start_n * stride_kn,
+                         mask=offs_dk[:, None] < HEAD_DK, other=0.0)
+        # scores in base-2 units: s * scale * log2(e)
+        qk = tl.dot(q, kT, input_precision=INPUT_PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N)
+        if MASKED:
+            allowed = cols[None, :] < LK
+            if CAUSAL:
+                allowed = allowed & (cols[None, :] <= offs_m[:, None] + CAUSAL_OFFSET)
+            qk = tl.where(allowed, qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))  # (BLOCK_M,)
+        if MASKED:  # rows with nothing visible yet: subtract 0 instead of -inf
+            m_new_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        else:
+            m_new_safe = m_new
+        p = tl.math.exp2(qk - m_new_safe[:, None])  # (BLOCK_M, BLOCK_N)
+        alpha = tl.math.exp2(m_i - m_new_safe)  # (BLOCK_M,) rescales the old sums
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if MASKED:
+            v = tl.load(v_ptrs + start_n * stride_vn,
+                        mask=(cols[:, None] < LK) & (offs_dv[None, :] < HEAD_DV),
+                        other=0.0)
+        elif HEAD_DV == BLOCK_DV:
+            v = tl.load(v_ptrs + start_n * stride_vn)
+        else:
+            v = tl.load(v_ptrs + start_n * stride_vn,
+                        mask=offs_dv[None, :] < HEAD_DV, other=0.0)
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=INPUT_PRECISION)  # (BLOCK_M, BLOCK_DV)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+def _attn_fwd_kernel(Q, K, V, Out, Lse,
+                     stride_qb, stride_qh, stride_qm, stride_qd,
+                     stride_kb, stride_kh, stride_kn, stride_kd,
+                     stride_vb, stride_vh, stride_vn, stride_vd,
+                     stride_ob, stride_oh, stride_om, stride_od,
+                     H, LQ, LK, qk_scale, CAUSAL_OFFSET,
+                     HEAD_DK: tl.constexpr, HEAD_DV: tl.constexpr,
+                     BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
+                     CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program = one block of BLOCK_M query rows of one (batch, head).
+
+    Grid: (cdiv(L_q, BLOCK_M), B * H). Writes Out (B, H, L_q, D_v) and
+    Lse (B * H, L_q), the natural-log log-sum-exp of each query row.
+    """
+    # 1. who am I: a query block and a (batch, head) pair
+    start_m = tl.program_id(0) * BLOCK_M
+    off_hz = tl.program_id(1)
+    off_b = off_hz // H
+    off_h = off_hz % H
+    offs_m = start_m + tl.arange(0, BLOCK_M)  # (BLOCK_M,) query rows
+    offs_n = tl.arange(0, BLOCK_N)  # (BLOCK_N,) key offsets inside a block
+    offs_dk = tl.arange(0, BLOCK_DK)  # head dims, padded to a power of two
+    offs_dv = tl.arange(0, BLOCK_DV)
+
+    # 2. pointer arithmetic: base of this (b, h) + row * stride + col * stride
+    q_ptrs = (Q + off_b * stride_qb + off_h * stride_qh
+              + offs_m[:, None] * stride_qm + offs_dk[None, :] * stride_qd)  # (BLOCK_M, BLOCK_DK)
+    k_ptrs = (K + off_b * stride_kb + off_h * stride_kh
+              + offs_n[None, :] * stride_kn + offs_dk[:, None] * stride_kd)  # (BLOCK_DK, BLOCK_N): K^T
+    v_ptrs = (V + off_b * stride_vb + off_h * stride_vh
+              + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd)  # (BLOCK_N, BLOCK_DV)
+
+    # 3. running statistics, in registers (float32 whatever the input dtype)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
+    q = tl.load(q_ptrs, mask=(offs_m[:, None] < LQ) & (offs_dk[None, :] < HEAD_DK),
+                other=0.0)  # stays in registers for the whole loop
+
+    # 4. which key blocks: [0, full_end) need no mask, [full_end, hi) do
+    if CAUSAL:
+        # the last key any (real) row of this block may see is
+        # min(start_m + BLOCK_M, LQ) - 1 + offset: blocks beyond it are SKIPPED
+        # (never loaded), not masked
+        hi = tl.minimum(tl.maximum(tl.minimum(start_m + BLOCK_M, LQ) + CAUSAL_OFFSET, 0), LK)
+        # blocks ending at or before the FIRST row's last key are fully visible
+        full_end = tl.maximum(start_m + CAUSAL_OFFSET + 1, 0) // BLOCK_N * BLOCK_N
+        full_end = tl.minimum(full_end, LK // BLOCK_N * BLOCK_N)
+    else:
+        hi = LK
+        full_end = LK // BLOCK_N * BLOCK_N
+    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
+                                    offs_m, offs_n, offs_dk, offs_dv,
+                                    0, full_end, LK, qk_scale, CAUSAL_OFFSET,
+                                    HEAD_DK, HEAD_DV, BLOCK_DK, BLOCK_DV, BLOCK_N, False, CAUSAL,
+                                    INPUT_PRECISION)
+    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
+                                    offs_m, offs_n, offs_dk, offs_dv,
+                                    full_end, hi, LK, qk_scale, CAUSAL_OFFSET,
+                                    HEAD_DK, HEAD_DV, BLOCK_DK, BLOCK_DV, BLOCK_N, True, CAUSAL,
+                                    INPUT_PRECISION)
+
+    # 5. epilogue: normalise once, write the output and the log-sum-exp
+    empty = l_i == 0.0  # rows that saw no key: output 0, lse -inf
+    l_safe = tl.where(empty, 1.0, l_i)
+    acc = acc / l_safe[:, None]
+    lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
+    tl.store(Lse + off_hz * LQ + offs_m, lse, mask=offs_m < LQ)
+    o_ptrs = (Out + off_b * stride_ob + off_h * stride_oh
+              + offs_m[:, None] * stride_om + offs_dv[None, :] * stride_od)
+    tl.store(o_ptrs, acc.to(Out.dtype.element_ty),
+             mask=(offs_m[:, None] < LQ) & (offs_dv[None, :] < HEAD_DV))
+
+
+# ----------------------------------------------------------------------------
+# Backward (recomputation)
+# ----------------------------------------------------------------------------
+@_jit
+def _attn_bwd_preprocess(O, DO, Delta,
+                         stride_ob, stride_oh, stride_om, stride_od,
+                         stride_dob, stride_doh, stride_dom, stride_dod,
+                         H, LQ, HEAD_DV: tl.constexpr,
+                         BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr):
+    """delta_i = sum_d dO_id * O_id, shape (B * H, L_q), float32."""
+    start_m = tl.program_id(0) * BLOCK_M
+    off_hz = tl.program_id(1)
+    off_b = off_hz // H
+    off_h = off_hz % H
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_DV)
+    mask = (offs_m[:, None] < LQ) & (offs_d[None, :] < HEAD_DV)
+    o = tl.load(O + off_b * stride_ob + off_h * stride_oh
+                + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
+                mask=mask, other=0.0).to(tl.float32)
+    do = tl.load(DO + off_b * stride_dob + off_h * stride_doh
+                 + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod,
+                 mask=mask, other=0.0).to(tl.float32)
+    tl.store(Delta + off_hz * LQ + offs_m, tl.sum(o * do, 1), mask=offs_m < LQ)
+
+
+@_jit
+def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, Lse, Delta,
+                   stride_qb, stride_qh, stride_qm, stride_qd,
+                   stride_kb, stride_kh, stride_kn, stride_kd,
+                   stride_vb, stride_vh, stride_vn, stride_vd,
+                   stride_dob, stride_doh, stride_dom, stride_dod,
+                   H, LQ, LK, sm_scale, CAUSAL_OFFSET,
+                   HEAD_DK: tl.constexpr, HEAD_DV: tl.constexpr,
+                   BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
+                   CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program = one block of BLOCK_N keys; the query blocks stream past it.
+
+    Recomputes P^T = exp(K Q^T * scale - lse) tile by tile and accumulates
+    dV = P^T dO and dK = scale * dS^T Q in float32 registers. dK and dV are
+    contiguous (B, H, L_k, D).
+    """
+    start_n = tl.program_id(0) * BLOCK_N
+    off_hz = tl.program_id(1)
+    off_b = off_hz // H
+    off_h = off_hz % H
+    offs_n = start_n + tl.arange(0, BLOCK_N)  # (BLOCK_N,) keys owned by this program
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_dk = tl.arange(0, BLOCK_DK)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    qk_scale = sm_scale * 1.4426950408889634  # base-2 units, as in the forward
+
+    k = tl.load(K + off_b * stride_kb + off_h * stride_kh
+                + offs_n[:, None] * stride_kn + offs_dk[None, :] * stride_kd,
+                mask=(offs_n[:, None] < LK) & (offs_dk[None, :] < HEAD_DK), other=0.0)
+    v = tl.load(V + off_b * stride_vb + off_h * stride_vh
+                + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd,
+                mask=(offs_n[:, None] < LK) & (offs_dv[None, :] < HEAD_DV), other=0.0)
+    dk = tl.zeros([BLOCK_N, BLOCK_DK], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
+
+    qT_ptrs = (Q + off_b * stride_qb + off_h * stride_qh
+               + offs_m[None, :] * stride_qm + offs_dk[:, None] * stride_qd)  # (BLOCK_DK, BLOCK_M)
+    do_ptrs = (DO + off_b * stride_dob + off_h * stride_doh
+               + offs_m[:, None] * stride_dom + offs_dv[None, :] * stride_dod)  # (BLOCK_M, BLOCK_DV)
+
+    # causal: query rows before the first one that can see key start_n are skipped
+    if CAUSAL:
+        lo = tl.maximum(start_n - CAUSAL_OFFSET, 0) // BLOCK_M * BLOCK_M
+    else:
+        lo = 0
+    for start_m in range(lo, LQ, BLOCK_M):
+        rows = start_m + offs_m  # (BLOCK_M,)
+        qT = tl.load(qT_ptrs + start_m * stride_qm,
+                     mask=(offs_dk[:, None] < HEAD_DK) & (rows[None, :] < LQ), other=0.0)
+        # rows past L_q and rows that saw no key get lse = +inf, hence P = 0
+        lse = tl.load(Lse + off_hz * LQ + rows, mask=rows < LQ, other=float("inf"))
+        lse = tl.where(lse == float("-inf"), float("inf"), lse)
+        sT = tl.dot(k, qT, input_precision=INPUT_PRECISION)  # (BLOCK_N, BLOCK_M)
+        pT = tl.math.exp2(sT * qk_scale - lse[None, :] * 1.4426950408889634)
+        allowed = offs_n[:, None] < LK
+        if CAUSAL:
+            allowed = allowed & (offs_n[:, None] <= rows[None, :] + CAUSAL_OFFSET)
+        pT = tl.where(allowed, pT, 0.0)
+        do = tl.load(do_ptrs + start_m * stride_dom,
+                     mask=(rows[:, None] < LQ) & (offs_dv[None, :] < HEAD_DV), other=0.0)
+        dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=INPUT_PRECISION)  # (BLOCK_N, BLOCK_DV)
+        delta = tl.load(Delta + off_hz * LQ + rows, mask=rows < LQ, other=0.0)
+        dpT = tl.dot(v, tl.trans(do), input_precision=INPUT_PRECISION)  # (BLOCK_N, BLOCK_M)
+        dsT = pT * (dpT - delta[None, :])
+        dk = tl.dot(dsT.to(qT.dtype), tl.trans(qT), dk, input_precision=INPUT_PRECISION)
+
+    dk = dk * sm_scale
+    out_off = off_hz.to(tl.int64) * LK  # dK, dV are contiguous (B * H, L_k, D)
+    tl.store(DK + (out_off + offs_n[:, None]) * HEAD_DK + offs_dk[None, :],
+             dk.to(DK.dtype.element_ty),
+             mask=(offs_n[:, None] < LK) & (offs_dk[None, :] < HEAD_DK))
+    tl.store(DV + (out_off + offs_n[:, None]) * HEAD_DV + offs_dv[None, :],
+             dv.to(DV.dtype.element_ty),
+             mask=(offs_n[:, None] < LK) & (offs_dv[None, :] < HEAD_DV))
+
+
+@_jit
+def _attn_bwd_dq(Q, K, V, DO, DQ, Lse, Delta,
+                 stride_qb, stride_qh, stride_qm, stride_qd,
+                 stride_kb, stride_kh, stride_kn, stride_kd,
+                 stride_vb, stride_vh, stride_vn, stride_vd,
+                 stride_dob, stride_doh, stride_dom, stride_dod,
+                 H, LQ, LK, sm_scale, CAUSAL_OFFSET,
+                 HEAD_DK: tl.constexpr, HEAD_DV: tl.constexpr,
+                 BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
+                 CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program = one block of BLOCK_M queries; the key blocks stream past it.
+
+    dQ = scale * sum_j dS_j K_j, with the same causal loop bound as the forward.
+    dQ is contiguous (B, H, L_q, D_k).
+    """
+    start_m = tl.program_id(0) * BLOCK_M
+    off_hz = tl.program_id(1)
+    off_b = off_hz // H
+    off_h = off_hz % H
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_dk = tl.arange(0, BLOCK_DK)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    qk_scale = sm_scale * 1.4426950408889634
+
+    row_ok = offs_m < LQ
+    q = tl.load(Q + off_b * stride_qb + off_h * stride_qh
+                + offs_m[:, None] * stride_qm + offs_dk[None, :] * stride_qd,
+                mask=row_ok[:, None] & (offs_dk[None, :] < HEAD_DK), other=0.0)
+    do = tl.load(DO + off_b * stride_dob + off_h * stride_doh
+                 + offs_m[:, None] * stride_dom + offs_dv[None, :] * stride_dod,
+                 mask=row_ok[:, None] & (offs_dv[None, :] < HEAD_DV), other=0.0)
+    lse = tl.load(Lse + off_hz * LQ + offs_m, mask=row_ok, other=float("inf"))
+    lse = tl.where(lse == float("-inf"), float("inf"), lse)
+    delta = tl.load(Delta + off_hz * LQ + offs_m, mask=row_ok, other=0.0)
+    dq = tl.zeros([BLOCK_M, BLOCK_DK], dtype=tl.float32)
+
+    kT_ptrs = (K + off_b * stride_kb + off_h * stride_kh
+               + offs_n[None, :] * stride_kn + offs_dk[:, None] * stride_kd)  # (BLOCK_DK, BLOCK_N)
+    vT_ptrs = (V + off_b * stride_vb + off_h * stride_vh
+               + offs_n[None, :] * stride_vn + offs_dv[:, None] * stride_vd)  # (BLOCK_DV, BLOCK_N)
+    if CAUSAL:  # the forward's loop bound
+        hi = tl.minimum(tl.maximum(tl.minimum(start_m + BLOCK_M, LQ) + CAUSAL_OFFSET, 0), LK)
+    else:
+        hi = LK
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + offs_n
+        kT = tl.load(kT_ptrs + start_n * stride_kn,
+                     mask=(offs_dk[:, None] < HEAD_DK) & (cols[None, :] < LK), other=0.0)
+        vT = tl.load(vT_ptrs + start_n * stride_vn,
+                     mask=(offs_dv[:, None] < HEAD_DV) & (cols[None, :] < LK), other=0.0)
+        s = tl.dot(q, kT, input_precision=INPUT_PRECISION)  # (BLOCK_M, BLOCK_N)
+        p = tl.math.exp2(s * qk_scale - lse[:, None] * 1.4426950408889634)
+        allowed = cols[None, :] < LK
+        if CAUSAL:
+            allowed = allowed & (cols[None, :] <= offs_m[:, None] + CAUSAL_OFFSET)
+        p = tl.where(allowed, p, 0.0)
+        dp = tl.dot(do, vT, input_precision=INPUT_PRECISION)  # (BLOCK_M, BLOCK_N)
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(kT.dtype), tl.trans(kT), dq, input_precision=INPUT_PRECISION)
+
+    dq = dq * sm_scale
+    out_off = off_hz.to(tl.int64) * LQ  # dQ is contiguous (B * H, L_q, D_k)
+    tl.store(DQ + (out_off + offs_m[:, None]) * HEAD_DK + offs_dk[None, :],
+             dq.to(DQ.dtype.element_ty),
+             mask=row_ok[:, None] & (offs_dk[None, :] < HEAD_DK))
+
+
+# ----------------------------------------------------------------------------
+# Block sizes: autotuned on a GPU, fixed and small under the interpreter
+# ----------------------------------------------------------------------------
+#: Forward configurations tried on a GPU (BLOCK_M, BLOCK_N, num_warps, num_stages),
+#: a small list around what works on an A100/H100 for d = 64 and 128.
+FWD_CONFIGS_CUDA = [
+    (128, 64, 4, 3),
+    (128, 64, 8, 3),
+    (128, 128, 8, 3),
+    (128, 32, 4, 4),
+    (64, 64, 4, 3),
+    (64, 32, 4, 4),
+]
+#: Under TRITON_INTERPRET=1 every block is a NumPy call: small, fixed blocks, so
+#: that tests with L = 65 or 129 still cross several blocks and a ragged last one.
+INTERPRET_BLOCK_M = 32
+INTERPRET_BLOCK_N = 32
+#: Backward blocks on a GPU (dK/dV program holds BLOCK_N keys, streams BLOCK_M queries).
+BWD_BLOCK_M_CUDA, BWD_BLOCK_N_CUDA, BWD_WARPS_CUDA, BWD_STAGES_CUDA = 32, 64, 4, 2
+
+if HAS_TRITON:
+    if _BUILT_INTERPRETED:
+        _attn_fwd = triton.jit(_attn_fwd_kernel)
+    else:
+        _attn_fwd = triton.autotune(
+            configs=[triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+                     for bm, bn, w, s in FWD_CONFIGS_CUDA],
+            key=["LQ", "LK", "HEAD_DK", "HEAD_DV", "CAUSAL", "INPUT_PRECISION"],
+        )(triton.jit(_attn_fwd_kernel))
+else:  # pragma: no cover
+    _attn_fwd = _attn_fwd_kernel
+
+
+# ----------------------------------------------------------------------------
+# Input checks
+# ----------------------------------------------------------------------------
+def _padded(d: int) -> int:
+    """The power of two >= max(d, 16) the kernel computes with (tl.dot needs >= 16)."""
+    return max(16, 1 << (int(d) - 1).bit_length())
+
+
+def check_triton_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
+                        scale: Optional[float] = None) -> Tuple[Optional[str], float]:
+    """Validate inputs for the kernels; return (causal alignment or None, scale).
+
+    Shared checks come from :mod:`attn_edu._checks` (same messages as the
+    reference); the kernel's own limits follow: 4-D (B, H, L, D) tensors with the
+    same B and H, dtype in :data:`SUPPORTED_DTYPES`, ``1 <= d_k, d_v <= 128``, and a
+    CUDA device (or the CPU with ``TRITON_INTERPRET=1``).
+    """
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _require_tensor(name, x)
+    dt = _checks.check_float_dtypes(q=_dtype_name(q.dtype), k=_dtype_name(k.dtype),
+                                    v=_dtype_name(v.dtype))
+    if dt not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"the Triton kernel supports dtypes {', '.join(SUPPORTED_DTYPES)}; got q, k, v of "
+            f"dtype {dt}. Use attn_edu.scaled_dot_product_attention for {dt}, or convert, "
+            "e.g. q.float()."
+        )
+    _checks.same_devices(q=q.device, k=k.device, v=v.device)
+    _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape))
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if x.dim() != 4:
+            raise ValueError(
+                f"the Triton kernel takes 4-D tensors (B, H, L, D); got {name} of shape "
+                f"{tuple(x.shape)}. Add axes with {name}[None, None] or reshape."
+            )
+    if q.shape[:2] != k.shape[:2]:
+        raise ValueError(
+            f"the Triton kernel needs q, k and v with the same batch and head axes (no "
+            f"broadcasting, no grouped-query heads); got q {tuple(q.shape)} and k {tuple(k.shape)}"
+        )
+    for name, d in (("d_k (last axis of q and k)", q.shape[-1]), ("d_v (last axis of v)", v.shape[-1])):
+        if not 1 <= d <= MAX_HEAD_DIM:
+            raise ValueError(
+                f"the Triton kernel supports head dimensions from 1 to {MAX_HEAD_DIM} (padded "
+                f"inside to a power of two >= 16); got {name} = {d}. Use "
+                "attn_edu.flash_attention or torch's scaled_dot_product_attention for larger heads."
+            )
+    if q.device.type == "cuda":
+        pass
+    elif q.device.type == "cpu":
+        if not interpret_mode():
+            raise ValueError(
+                "the Triton kernel needs a CUDA GPU, or the CPU with the environment variable "
+                "TRITON_INTERPRET=1 (Triton's interpreter; set it before importing triton); "
+                f"got tensors on {q.device} and TRITON_INTERPRET unset"
+            )
+        if HAS_TRITON and not (_BUILT_INTERPRETED and _language_interpreted()):
+            raise RuntimeError(
+                "TRITON_INTERPRET=1 was set after triton had been imported: Triton 3.9 builds "
+                "its own library (tl.max, tl.sum, ...) for the GPU at `import triton`, so "
+                "kernels cannot be interpreted in this process. Set TRITON_INTERPRET=1 before "
+                "anything imports triton (first line of the script, or restart the notebook "
+                "kernel)."
+            )
+        if dt == "bfloat16":
+            raise TypeError(
+                "bfloat16 is not supported by Triton's CPU interpreter (TRITON_INTERPRET=1): "
+                "Triton 3.9 multiplies the raw bit patterns of bfloat16 in tl.dot "
+                "(triton-lang/triton#11584); got q, k, v of dtype bfloat16 on the CPU. Use "
+                "float16 or float32 here, bfloat16 on a CUDA GPU."
+            )
+    else:
+        raise ValueError(f"the Triton kernel runs on CUDA (or the CPU with TRITON_INTERPRET=1); "
+                         f"got tensors on {q.device}")
+    if not HAS_TRITON:  # pragma: no cover
+        raise ImportError("the Triton kernel needs the triton package: pip install triton")
+    align = _checks.check_causal(causal)
+    s = _checks.check_scale(scale, q.shape[-1])
+    return align, s
+
+
+def block_schedule(lq: int, lk: int, block_m: int, block_n: int,
+                   causal: Union[bool, str] = False):
+    """What the forward kernel does with each (query block, key block) tile.
+
+    The kernel's loop bounds, in Python: returns an int array (cdiv(lq, block_m),
+    cdiv(lk, block_n)) with 0 = skipped (never loaded), 1 = computed with masking
+    (ragged last key block, blocks that straddle the causal diagonal), 2 = computed
+    with no mask at all. For pictures and tests; the kernel itself computes the
+    same bounds from ``tl.program_id``.
+    """
+    import numpy as np
+
+    lq, lk = _checks.check_length("lq", lq), _checks.check_length("lk", lk)
+    block_m = _checks.check_block_size("block_m", block_m)
+    block_n = _checks.check_block_size("block_n", block_n)
+    align = _checks.check_causal(causal)
+    offset = _causal_offset(align, lq, lk)
+    nq, nk = -(-lq // block_m), -(-lk // block_n)
+    out = np.zeros((nq, nk), dtype=np.int64)
+    for i in range(nq):
+        start_m = i * block_m
+        if align is not None:
+            hi = min(max(min(start_m + block_m, lq) + offset, 0), lk)
+            full_end = min(max(start_m + offset + 1, 0) // block_n * block_n,
+                           lk // block_n * block_n)
+        else:
+            hi, full_end = lk, lk // block_n * block_n
+        for start_n in range(0, full_end, block_n):
+            out[i, start_n // block_n] = 2
+        for start_n in range(full_end, hi, block_n):
+            out[i, start_n // block_n] = 1
+    return out
+
+
+# ----------------------------------------------------------------------------
+# Launchers
+# ----------------------------------------------------------------------------
+def _strides(x: Tensor):
+    return x.stride(0), x.stride(1), x.stride(2), x.stride(3)
+
+
+def _input_precision(dtype: torch.dtype) -> str:
+    """float32 inputs use exact float32 products ("ieee"), not TF32, so the kernel
+    meets the float32 tolerance rule; half types use the tensor cores anyway."""
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def _causal_offset(align: Optional[str], lq: int, lk: int) -> int:
+    """Key j is visible to query i when j <= i + offset (top-left: 0)."""
+    return lk - lq if align == "bottom_right" else 0
+
+
+def _forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float):
+    B, H, LQ, DK = q.shape
+    LK, DV = k.shape[2], v.shape[3]
+    out = torch.empty((B, H, LQ, DV), dtype=q.dtype, device=q.device)  # (B, H, Lq, Dv)
+    lse = torch.empty((B, H, LQ), dtype=torch.float32, device=q.device)  # (B, H, Lq)
+    if LQ == 0:
+        return out, lse
+    if LK == 0:  # no keys: every row is empty
+        return out.zero_(), lse.fill_(float("-inf"))
+    args = (q, k, v, out, lse, *_strides(q), *_strides(k), *_strides(v), *_strides(out),
+            H, LQ, LK, scale * _LOG2E, _causal_offset(align, LQ, LK))
+    meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=_padded(DK), BLOCK_DV=_padded(DV),
+                CAUSAL=align is not None, INPUT_PRECISION=_input_precision(q.dtype))
+    if _BUILT_INTERPRETED:
+        bm, bn = INTERPRET_BLOCK_M, INTERPRET_BLOCK_N
+        grid = (triton.cdiv(LQ, bm), B * H)
+        _attn_fwd[grid](*args, **meta, BLOCK_M=bm, BLOCK_N=bn)
+    else:
+        grid = lambda META: (triton.cdiv(LQ, META["BLOCK_M"]), B * H)  # noqa: E731
+        _attn_fwd[grid](*args, **meta)
+    return out, lse
+
+
+def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+              align: Optional[str], scale: float):
+    B, H, LQ, DK = q.shape
+    LK, DV = k.shape[2], v.shape[3]
+    dq = torch.zeros((B, H, LQ, DK), dtype=q.dtype, device=q.device)  # contiguous
+    dk = torch.zeros((B, H, LK, DK), dtype=k.dtype, device=k.device)
+    dv = torch.zeros((B, H, LK, DV), dtype=v.dtype, device=v.device)
+    if LQ == 0 or LK == 0:
+        return dq, dk, dv
+    if _BUILT_INTERPRETED:
+        bm, bn, extra = INTERPRET_BLOCK_M, INTERPRET_BLOCK_N, {}
+    else:
+        bm, bn = BWD_BLOCK_M_CUDA, BWD_BLOCK_N_CUDA
+        extra = dict(num_warps=BWD_WARPS_CUDA, num_stages=BWD_STAGES_CUDA)
+    bdk, bdv = _padded(DK), _padded(DV)
+    delta = torch.empty((B, H, LQ), dtype=torch.float32, device=q.device)  # (B, H, Lq)
+    _attn_bwd_preprocess[(triton.cdiv(LQ, bm), B * H)](
+        out, do, delta, *_strides(out), *_strides(do), H, LQ,
+        HEAD_DV=DV, BLOCK_M=bm, BLOCK_DV=bdv)
+    common = (*_strides(q), *_strides(k), *_strides(v), *_strides(do),
+              H, LQ, LK, scale, _causal_offset(align, LQ, LK))
+    meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=bdk, BLOCK_DV=bdv, CAUSAL=align is not None,
+                INPUT_PRECISION=_input_precision(q.dtype), BLOCK_M=bm, BLOCK_N=bn, **extra)
+    _attn_bwd_dkdv[(triton.cdiv(LK, bn), B * H)](q, k, v, do, dk, dv, lse, delta, *common, **meta)
+    # the dQ kernel streams keys, so it takes BLOCK_N keys per step past BLOCK_M queries
+    _attn_bwd_dq[(triton.cdiv(LQ, bm), B * H)](q, k, v, do, dq, lse, delta, *common, **meta)
+    return dq, dk, dv
+
+
+# ----------------------------------------------------------------------------
+# Autograd wrapper and the public functions
+# ----------------------------------------------------------------------------
+class _TritonAttention(torch.autograd.Function):
+    """Forward saves q, k, v, out and lse (O(L) extra memory, not O(L^2));
+    backward recomputes the softmax tiles from them."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, align, scale):
+        out, lse = _forward(q, k, v, align, scale)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.align, ctx.scale = align, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = _backward(do, q, k, v, out, lse, ctx.align, ctx.scale)
+        return dq, dk, dv, None, None
+
+
+def triton_attention_forward(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
+                             scale: Optional[float] = None) -> Tuple[Tensor, Tensor]:
+    r"""Fused attention forward: ``softmax(q k^T * scale) v`` and its log-sum-exp.
+
+    Args:
+        q: (B, H, L_q, d_k); k: (B, H, L_k, d_k); v: (B, H, L_k, d_v); one dtype out
+            of float16, bfloat16, float32; ``1 <= d_k, d_v <= 128``; any lengths.
+        causal: False, True/"top_left" (key j visible to query i when j <= i, like
+            PyTorch's ``is_causal``) or "bottom_right" (j <= i + L_k - L_q).
+        scale: multiplies the scores; default 1/sqrt(d_k).
+
+    Returns:
+        ``out`` (B, H, L_q, d_v) in the input dtype and ``lse`` (B, H, L_q) float32,
+        ``lse_i = log sum_j exp(s_ij)`` over the visible keys (``-inf`` for a row with
+        none, whose output is zero). No gradient flows through this function; use
+        :func:`triton_attention` for training.
+
+    FLOPs (the count benchmarks quote): ``4 * B * H * L_q * L_k * d`` for the two
+    matmuls, about half of it when causal.
+    """
+    align, s = check_triton_inputs(q, k, v, causal, scale)
+    with torch.no_grad():
+        return _forward(q, k, v, align, s)
+
+
+def triton_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
+                     scale: Optional[float] = None) -> Tensor:
+    r"""Fused attention with a backward pass: ``softmax(q k^T * scale) v``.
+
+    Same arguments and semantics as :func:`triton_attention_forward`; returns only
+    the output (B, H, L_q, d_v). ``out.backward(...)`` runs the FlashAttention-2
+    backward (recomputation from the saved log-sum-exp) and gives dq, dk, dv in
+    the input dtype.
+    """
+    align, s = check_triton_inputs(q, k, v, causal, scale)
+    return _TritonAttention.apply(q, k, v, align, s)

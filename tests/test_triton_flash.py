@@ -1,0 +1,246 @@
+"""attn_edu.kernels.flash_triton: the Triton FlashAttention kernels.
+
+On a machine without a GPU the kernels run in Triton's CPU interpreter. Triton 3.9
+reads TRITON_INTERPRET when ``@triton.jit`` decorates a function: Triton's own
+library (tl.max, tl.sum) when triton is first imported, our kernels when
+attn_edu.kernels.flash_triton is imported. So it is set here, at the top of the
+module, before either (only when there is no CUDA GPU). Other test modules in the
+same pytest process are unaffected (the variable only changes how triton runs,
+and no other module imports triton at import time); what happens when it is set
+too late is tested in a subprocess at the end.
+
+Shapes are small on the CPU (the interpreter runs each block through NumPy) and
+larger on a GPU.
+"""
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+CUDA = torch.cuda.is_available()
+if not CUDA:
+    os.environ["TRITON_INTERPRET"] = "1"  # before triton and flash_triton are imported
+if importlib.util.find_spec("triton") is None:
+    pytest.skip("triton is not installed", allow_module_level=True)
+
+from attn_edu import kernels, torch_ops  # noqa: E402
+from attn_edu.kernels import flash_triton as ft  # noqa: E402
+from attn_edu.testing import assert_close_to_reference  # noqa: E402
+
+DEVICE = "cuda" if CUDA else "cpu"
+ROOT = Path(__file__).resolve().parents[1]
+
+# dtypes: bfloat16 only on a GPU (the interpreter's tl.dot mishandles it, see the module)
+DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if CUDA else [])
+CAUSALS = [False, True, "bottom_right"]
+# (B, H, Lq, Lk, Dk, Dv): length 1, ragged last blocks, Lq != Lk both ways, head dims
+# 16/64/128 and non powers of two (48, 80)
+if CUDA:
+    SHAPES = [(1, 1, 1, 1, 16, 16), (2, 3, 127, 127, 64, 64), (1, 2, 1025, 1023, 128, 128),
+              (2, 2, 65, 300, 48, 80), (1, 2, 300, 65, 80, 48), (1, 1, 129, 129, 59, 111)]
+else:
+    SHAPES = [(1, 1, 1, 1, 16, 16), (2, 2, 17, 17, 64, 64), (1, 2, 65, 129, 128, 128),
+              (1, 1, 129, 64, 48, 80)]
+
+
+def _inputs(shape, dtype, seed=0, grad=False):
+    B, H, LQ, LK, DK, DV = shape
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, H, LQ, DK, generator=g)  # (B, H, Lq, Dk)
+    k = torch.randn(B, H, LK, DK, generator=g)  # (B, H, Lk, Dk)
+    v = torch.randn(B, H, LK, DV, generator=g)  # (B, H, Lk, Dv)
+    return [x.to(device=DEVICE, dtype=dtype).requires_grad_(grad) for x in (q, k, v)]
+
+
+def _reference(q, k, v, causal, dtype=torch.float64):
+    """torch_ops (naive) in ``dtype`` on the same device: float64 = the gold answer."""
+    xs = [x.detach().to(dtype).requires_grad_() for x in (q, k, v)]
+    return xs, torch_ops.scaled_dot_product_attention(*xs, causal=causal)
+
+
+def _lse(q, k, causal, dtype):
+    """log-sum-exp of the (masked) scores, computed in ``dtype``; -inf for empty rows."""
+    q, k = q.detach().to(dtype), k.detach().to(dtype)
+    s = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)  # (B, H, Lq, Lk)
+    align = {False: None, True: "top_left"}.get(causal, causal)
+    if align is not None:
+        allowed = torch_ops.causal_mask(q.shape[-2], k.shape[-2], align, device=q.device)
+        s = s.masked_fill(~allowed, float("-inf"))
+    return torch.logsumexp(s.float() if dtype == torch.bfloat16 else s, dim=-1)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("causal", CAUSALS, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_forward_and_lse_match_reference(shape, causal, dtype):
+    q, k, v = _inputs(shape, dtype)
+    out, lse = ft.triton_attention_forward(q, k, v, causal=causal)
+    assert out.dtype == dtype and out.shape == shape[:3] + (shape[5],)
+    assert lse.dtype == torch.float32 and lse.shape == shape[:3]
+    _, gold = _reference(q, k, v, causal)
+    _, naive = _reference(q, k, v, causal, dtype)
+    assert_close_to_reference(out, gold, naive)
+    assert not torch.isnan(out).any()
+    gold_lse, naive_lse = _lse(q, k, causal, torch.float64), _lse(q, k, causal, dtype)
+    empty = torch.isneginf(gold_lse)  # rows with no visible key (bottom-right, Lq > Lk)
+    assert torch.equal(torch.isneginf(lse), empty)
+    assert_close_to_reference(lse[~empty], gold_lse[~empty], naive_lse[~empty], what="lse")
+
+
+@pytest.mark.parametrize("shape", SHAPES[1:], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("causal", CAUSALS, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_backward_matches_float64_autograd(shape, causal, dtype):
+    q, k, v = _inputs(shape, dtype, seed=1, grad=True)
+    do = torch.randn(shape[:3] + (shape[5],), generator=torch.Generator().manual_seed(2))
+    do = do.to(DEVICE, dtype)
+    ft.triton_attention(q, k, v, causal=causal).backward(do)
+    gold_in, gold = _reference(q, k, v, causal)
+    gold.backward(do.double())
+    naive_in, naive = _reference(q, k, v, causal, dtype)
+    naive.backward(do)
+    for name, x, g, n in zip("qkv", (q, k, v), gold_in, naive_in):
+        assert x.grad.dtype == dtype and x.grad.shape == x.shape
+        assert_close_to_reference(x.grad, g.grad, n.grad, factor=3.0, what=f"d{name}")
+
+
+def test_noncontiguous_inputs_and_explicit_scale():
+    B, H, L, D = 2, 2, 33, 32
+    g = torch.Generator().manual_seed(3)
+    # (B, L, H, D) storage viewed as (B, H, L, D): strides, not a copy
+    q, k, v = (torch.randn(B, L, H, D, generator=g).to(DEVICE).transpose(1, 2) for _ in range(3))
+    assert not q.is_contiguous()
+    out, _ = ft.triton_attention_forward(q, k, v, causal=True, scale=-0.3)
+    gold = torch_ops.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                  causal=True, scale=-0.3)
+    naive = torch_ops.scaled_dot_product_attention(q, k, v, causal=True, scale=-0.3)
+    assert_close_to_reference(out, gold, naive)
+
+
+@pytest.mark.filterwarnings("ignore:All-NaN slice:RuntimeWarning")  # the interpreter's max
+def test_causal_skips_blocks_above_the_diagonal():
+    """Keys in blocks above the diagonal are never loaded, so NaN there cannot leak.
+
+    Masking alone would not do: a masked NaN value still gives 0 * NaN = NaN in P V.
+    With L = 2 * half and half a multiple of every BLOCK_M, rows < half only ever
+    load keys < half.
+    """
+    half = 256 if CUDA else 32
+    q, k, v = _inputs((1, 2, 2 * half, 2 * half, 64, 64), torch.float32)
+    k, v = k.clone(), v.clone()
+    k[:, :, half:] = float("nan")
+    v[:, :, half:] = float("nan")
+    out, lse = ft.triton_attention_forward(q, k, v, causal=True)
+    assert torch.isfinite(out[:, :, :half]).all() and torch.isfinite(lse[:, :, :half]).all()
+    assert torch.isnan(out[:, :, half:]).all()  # NaN in visible inputs propagates
+    _, gold = _reference(q[:, :, :half], k[:, :, :half], v[:, :, :half], True)
+    _, naive = _reference(q[:, :, :half], k[:, :, :half], v[:, :, :half], True, torch.float32)
+    assert_close_to_reference(out[:, :, :half], gold, naive)
+
+
+def test_rows_without_keys_give_zeros_and_finite_gradients():
+    # bottom-right alignment with Lq > Lk: query i sees keys j <= i - (Lq - Lk)
+    q, k, v = _inputs((1, 1, 40, 8, 16, 16), torch.float32, grad=True)
+    out = ft.triton_attention(q, k, v, causal="bottom_right")
+    _, lse = ft.triton_attention_forward(q, k, v, causal="bottom_right")
+    assert torch.equal(out[0, 0, :32], torch.zeros_like(out[0, 0, :32]))
+    assert torch.isneginf(lse[0, 0, :32]).all() and torch.isfinite(lse[0, 0, 32:]).all()
+    out.sum().backward()
+    for x in (q, k, v):
+        assert torch.isfinite(x.grad).all()
+    assert torch.equal(q.grad[0, 0, :32], torch.zeros_like(q.grad[0, 0, :32]))
+
+
+def _raises(exc, words, fn, *args, **kw):
+    with pytest.raises(exc) as info:
+        fn(*args, **kw)
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))
+    return str(info.value)
+
+
+def test_bad_inputs_get_clear_errors():
+    q, k, v = _inputs((1, 1, 8, 8, 16, 16), torch.float32)
+    big = torch.zeros(1, 1, 8, 200, device=DEVICE)
+    _raises(ValueError, ["d_k", "200", "1 to 128"], ft.triton_attention_forward, big, big, v[..., :1])
+    _raises(ValueError, ["d_v", "200", "1 to 128"], ft.triton_attention, q, k, big)
+    _raises(TypeError, ["int64", "floating"], ft.triton_attention_forward,
+            q.long(), k.long(), v.long())
+    _raises(TypeError, ["same dtype", "float16"], ft.triton_attention, q, k.half(), v)
+    _raises(TypeError, ["float64", "float16, bfloat16, float32"], ft.triton_attention,
+            q.double(), k.double(), v.double())
+    _raises(ValueError, ["4-D", "q"], ft.triton_attention, q[0], k[0], v[0])
+    _raises(ValueError, ["same batch and head"], ft.triton_attention,
+            q.expand(2, 3, 8, 16), k, v)
+    _raises(TypeError, ["torch.Tensor"], ft.triton_attention, q.cpu().numpy(), k, v)
+    _raises(ValueError, ["causal"], ft.triton_attention, q, k, v, causal="top")
+    _raises(ValueError, ["scale", "non-zero"], ft.triton_attention, q, k, v, scale=0.0)
+    # the same mistake gets the same message as the reference
+    msg = _raises(ValueError, ["d_k"], ft.triton_attention, q, k[..., :8], v)
+    with pytest.raises(ValueError) as ref:
+        torch_ops.scaled_dot_product_attention(q, k[..., :8], v)
+    assert msg == str(ref.value)
+    if not CUDA:
+        _raises(TypeError, ["bfloat16", "interpreter", "11584"], ft.triton_attention,
+                q.bfloat16(), k.bfloat16(), v.bfloat16())
+
+
+def test_available_and_lazy_package_import():
+    assert kernels.available()
+    code = ("import sys, attn_edu, attn_edu.kernels as K\n"
+            "assert 'triton' not in sys.modules and 'torch' not in sys.modules\n"
+            "assert callable(K.triton_attention) and callable(K.available)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT, timeout=120)
+
+
+@pytest.mark.skipif(CUDA, reason="the CPU-interpreter switch is what is tested here")
+def test_cpu_without_interpreter_or_too_late_gets_a_clear_error():
+    """No TRITON_INTERPRET: ValueError; set after triton was imported: RuntimeError."""
+    code = textwrap.dedent("""
+        import os
+        os.environ.pop("TRITON_INTERPRET", None)
+        import torch
+        from attn_edu.kernels import triton_attention_forward
+        q = torch.randn(1, 1, 5, 16)
+        for env, exc, words in ((None, ValueError, ("TRITON_INTERPRET=1", "GPU")),
+                                ("1", RuntimeError, ("after triton", "before"))):
+            if env:
+                os.environ["TRITON_INTERPRET"] = env
+            try:
+                triton_attention_forward(q, q, q)
+            except exc as e:
+                assert all(w in str(e) for w in words), e
+            else:
+                raise AssertionError("no error")
+        print("ok")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=300)
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]
+
+
+@pytest.mark.parametrize("lq,lk", [(1, 1), (64, 64), (65, 129), (129, 65), (100, 37)])
+@pytest.mark.parametrize("causal", CAUSALS, ids=str)
+def test_block_schedule_computes_exactly_the_nonempty_tiles(lq, lk, causal):
+    """The kernel's loop bounds visit every tile with a visible pair and no other;
+    tiles without a mask are wholly visible and inside the key range."""
+    import numpy as np
+    from attn_edu.flash import tile_layout
+
+    sched = ft.block_schedule(lq, lk, 32, 16, causal)
+    computed, _ = tile_layout(lq, lk, 32, 16, causal=causal)
+    assert np.array_equal(sched > 0, computed)
+    allowed = np.ones((lq, lk), bool)
+    if causal:
+        allowed = torch_ops.causal_mask(lq, lk, True if causal is True else causal).numpy()
+    for i, j in zip(*np.nonzero(sched == 2)):
+        tile = allowed[i * 32:(i + 1) * 32, j * 16:(j + 1) * 16]
+        assert tile.all() and (j + 1) * 16 <= lk
