@@ -1,6 +1,6 @@
 r"""Tiled attention with the online softmax: FlashAttention's forward pass, in NumPy and PyTorch.
 
-:func:`flash_attention` computes exactly what :func:`attn_edu.scaled_dot_product_attention`
+:func:`flash_attention` computes exactly what :func:`attn_edu.reference.scaled_dot_product_attention`
 computes -- same arguments, same masks, same errors -- but one (block_q x block_k) tile
 of scores at a time, so the (L_q, L_k) score matrix never exists. For one block of
 queries it keeps three running statistics per query row and updates them tile by tile
@@ -294,7 +294,7 @@ def _record(i, j, r0, r1, c0, c1, skipped, masked, m, l, acc) -> TileRecord:
 # ----------------------------------------------------------------------------- PyTorch twin
 def _flash_torch(q, k, v, mask, causal, scale, block_q, block_k, return_trace, return_lse,
                  enable_gqa):
-    """The PyTorch twin: same checks as :mod:`attn_edu.torch_ops`, same loop as the NumPy one."""
+    """The PyTorch twin: same checks as :func:`attn_edu.torch_ops.scaled_dot_product_attention`, same loop as the NumPy one."""
     import torch
 
     from .torch_ops import _dtype_name, _require_tensor
@@ -405,7 +405,7 @@ def flash_attention(
     r"""Tiled attention with the online softmax (FlashAttention's forward pass).
 
     Returns exactly :math:`\operatorname{softmax}(QK^\top s + M)\,V`, the result of
-    :func:`attn_edu.scaled_dot_product_attention` with the same arguments (up to
+    :func:`attn_edu.reference.scaled_dot_product_attention` with the same arguments (up to
     rounding: <= 1e-10 in float64), computed one (block_q x block_k) tile of scores at
     a time with the running max ``m``, sum ``l`` and accumulator ``A`` of the module
     docstring.
@@ -435,7 +435,7 @@ def flash_attention(
     computed in the input dtype (float32 stays float32).
 
     Torch tensors (CPU or CUDA) run the PyTorch twin, with the errors of
-    :mod:`attn_edu.torch_ops` and autograd through plain torch ops (its backward keeps
+    :func:`attn_edu.torch_ops.scaled_dot_product_attention` and autograd through plain torch ops (its backward keeps
     every tile's probabilities, so memory during training is not reduced; chapter 10's
     Triton kernel recomputes them instead); fully masked rows get zero outputs and zero,
     finite gradients.

@@ -37,7 +37,7 @@ variance for i.i.d. features, and :func:`performer_attention` the attention.
 w_v^\top \tanh(W_q^\top q + W_k^\top k)`, with :func:`additive_attention`,
 :func:`init_additive_params` and :func:`count_additive_params`.
 
-Semantics shared with :func:`attn_edu.scaled_dot_product_attention`: layout ``(..., L, D)``
+Semantics shared with :func:`attn_edu.reference.scaled_dot_product_attention`: layout ``(..., L, D)``
 with broadcasting leading axes, ``L_q`` may differ from ``L_k``; boolean masks with
 **True = may attend**; ``causal`` in {False, True, "top_left", "bottom_right"}; a query row
 with no allowed key gets an **output row of zeros**, never NaN (for linear attention: a
@@ -788,7 +788,7 @@ def additive_attention(
     and tanh evaluations, where dot-product attention does one matrix product.
 
     ``mask`` (boolean, True = may attend, or float, added to the scores) and ``causal``
-    as in :func:`attn_edu.scaled_dot_product_attention`; a fully masked row gives zero
+    as in :func:`attn_edu.reference.scaled_dot_product_attention`; a fully masked row gives zero
     output and zero weights. NumPy or torch (differentiable). Explained in chapter 12.
     """
     q, k, v, batch, torch_like = _qkv(q, k, v, same_dk=False)

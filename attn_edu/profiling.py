@@ -1,0 +1,425 @@
+"""Measuring attention: peak memory, wall time, and the analytic FLOP and byte counts.
+
+Three kinds of numbers, kept apart on purpose:
+
+* **measured** -- :func:`peak_memory` (bytes above the baseline at call time) and
+  :func:`time_ms` (median and minimum wall time, CUDA synchronised);
+* **counted** -- :func:`attention_flops`, :func:`projection_flops` (matmul FLOPs, one
+  multiply-add = 2 FLOPs, the convention of PyTorch, Triton and FlashAttention
+  benchmarks);
+* **modelled** -- :func:`naive_hbm_bytes`, :func:`tiled_hbm_bytes` and
+  :func:`tiled_hbm_bytes_bound`: bytes moved between slow memory (a GPU's HBM, a CPU's
+  DRAM) and fast memory (SRAM, cache) by the standard and the tiled algorithm
+  (FlashAttention, Dao et al. 2022, Algorithm 0 and Theorem 2).
+
+How peak memory is measured depends on where the arrays live:
+
+=================  ==========================================================
+``"numpy"``        ``tracemalloc``: NumPy reports its data buffers to it, so
+                   the peak of traced memory during the call, minus the traced
+                   memory before it, is the extra memory the call needed.
+``"torch_cpu"``    torch's CPU allocator is **not** seen by tracemalloc (a
+                   ``torch.ones(10**6)`` registers ~0 bytes), so the call runs
+                   under ``torch.profiler`` with ``profile_memory=True`` and the
+                   peak is the running sum of its allocation/free records.
+                   Profiling slows the call; use it for memory, not for time.
+``"cuda"``         ``torch.cuda.reset_peak_memory_stats`` then
+                   ``max_memory_allocated() - memory_allocated_before``: memory
+                   handed out by PyTorch's caching allocator (what the tensors
+                   need, not what the allocator reserved from the driver).
+=================  ==========================================================
+
+The result of ``fn`` is still alive when the peak is read, so the output counts.
+Chapter 08 derives the counts and measures them; chapters 09-10 use the byte model.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+import tracemalloc
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from . import _checks
+from .reference import is_torch_tensor
+
+__all__ = [
+    "peak_memory",
+    "memory_method",
+    "time_ms",
+    "Timing",
+    "attention_flops",
+    "projection_flops",
+    "layer_flops",
+    "crossover_length",
+    "tflops",
+    "naive_hbm_bytes",
+    "tiled_hbm_bytes",
+    "tiled_hbm_bytes_bound",
+]
+
+MEMORY_METHODS = ("numpy", "torch_cpu", "cuda")
+
+
+# --------------------------------------------------------------------------- measuring
+def _tensor_device(args: tuple, kwargs: dict) -> Optional[str]:
+    """'cpu' or 'cuda' for the first torch tensor among the arguments, else None."""
+    for x in list(args) + list(kwargs.values()):
+        if is_torch_tensor(x) and hasattr(x, "device"):
+            return x.device.type
+    return None
+
+
+def memory_method(*args: Any, device: Optional[str] = None, **kwargs: Any) -> str:
+    """Which of "numpy", "torch_cpu", "cuda" :func:`peak_memory` uses for these arguments.
+
+    ``device=None`` or ``"cpu"`` looks at the arguments: torch tensors on the CPU give
+    ``"torch_cpu"``, on a GPU ``"cuda"``, and anything else (NumPy) ``"numpy"``.
+    ``device="numpy"``, ``"torch_cpu"`` or ``"cuda"`` forces the method.
+    """
+    if device is not None and not isinstance(device, str):
+        device = getattr(device, "type", device)  # a torch.device
+    if device in MEMORY_METHODS:
+        return device
+    if device not in (None, "cpu"):
+        raise ValueError(
+            f"device must be None, 'cpu', 'numpy', 'torch_cpu' or 'cuda'; got {device!r}"
+        )
+    seen = _tensor_device(args, kwargs)
+    if seen == "cuda":
+        return "cuda"
+    if seen == "cpu":
+        return "torch_cpu"
+    if seen is not None:
+        raise ValueError(f"peak memory on torch device {seen!r} is not supported")
+    return "numpy"
+
+
+def _peak_numpy(fn: Callable, args: tuple, kwargs: dict) -> Tuple[Any, int]:
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    try:
+        baseline = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        result = fn(*args, **kwargs)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    return result, max(0, peak - baseline)
+
+
+def _peak_torch_cpu(fn: Callable, args: tuple, kwargs: dict) -> Tuple[Any, int]:
+    # Kineto prints "USDT ... profiler_start/stop" lines on every run unless its log level
+    # is above USDT (5); read when the profiler first starts. A value the user set wins.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = fn(*args, **kwargs)
+    try:  # the raw allocation records, in time order (all threads)
+        events = prof.profiler.kineto_results.events()
+        records = sorted(
+            (e.start_ns(), e.nbytes()) for e in events
+            if e.name() == "[memory]" and e.device_type().name == "CPU"
+        )
+    except AttributeError as err:  # pragma: no cover - a torch without these internals
+        raise RuntimeError(
+            "peak memory of torch CPU tensors is not measurable with this torch version "
+            "(torch.profiler did not expose its allocation records); measure NumPy arrays "
+            "or CUDA tensors instead"
+        ) from err
+    running = peak = 0
+    for _, nbytes in records:
+        running += nbytes
+        peak = max(peak, running)
+    return result, peak
+
+
+def _peak_cuda(fn: Callable, args: tuple, kwargs: dict) -> Tuple[Any, int]:
+    import torch
+
+    torch.cuda.synchronize()
+    baseline = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    result = fn(*args, **kwargs)
+    torch.cuda.synchronize()
+    return result, max(0, torch.cuda.max_memory_allocated() - baseline)
+
+
+def peak_memory(fn: Callable, *args: Any, device: Optional[str] = None, **kwargs: Any) -> Tuple[Any, int]:
+    """Run ``fn(*args, **kwargs)``; return ``(result, peak_bytes)``.
+
+    ``peak_bytes`` is the highest amount of memory allocated *during* the call above what
+    was allocated just before it (inputs already allocated do not count; the returned
+    result does). The method follows the data (see the module docstring and
+    :func:`memory_method`): tracemalloc for NumPy, torch.profiler's allocation records
+    for torch CPU tensors, ``torch.cuda.max_memory_allocated`` for CUDA tensors.
+
+    >>> _, peak = peak_memory(np.ones, 10**6)   # doctest: +SKIP
+    >>> peak                                      # about 8_000_000 bytes  # doctest: +SKIP
+
+    Chapter 08 measures naive attention's n x n peak with it; chapter 10 the GPU peaks.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable; got {type(fn).__name__}")
+    method = memory_method(*args, device=device, **kwargs)
+    if method == "numpy":
+        return _peak_numpy(fn, args, kwargs)
+    if method == "torch_cpu":
+        return _peak_torch_cpu(fn, args, kwargs)
+    return _peak_cuda(fn, args, kwargs)
+
+
+class Timing(float):
+    """Wall time of a call, in milliseconds. Its float value is the **median**.
+
+    Attributes: ``median_ms``, ``min_ms``, ``times_ms`` (every timed run), ``repeat``,
+    ``warmup``. Being a float, ``time_ms(...) < 5`` and ``f"{t:.2f}"`` work directly.
+    """
+
+    median_ms: float
+    min_ms: float
+    times_ms: Tuple[float, ...]
+    warmup: int
+
+    def __new__(cls, times_ms: List[float], warmup: int) -> "Timing":
+        med = statistics.median(times_ms)
+        obj = super().__new__(cls, med)
+        obj.median_ms = float(med)
+        obj.min_ms = float(min(times_ms))
+        obj.times_ms = tuple(float(t) for t in times_ms)
+        obj.warmup = warmup
+        return obj
+
+    def __reduce__(self):  # copy / deepcopy / pickle (plotly deep-copies figure data)
+        return (Timing, (list(self.times_ms), self.warmup))
+
+    @property
+    def repeat(self) -> int:
+        return len(self.times_ms)
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"median_ms": self.median_ms, "min_ms": self.min_ms,
+                "times_ms": list(self.times_ms), "warmup": self.warmup}
+
+    def __repr__(self) -> str:
+        return f"Timing(median_ms={self.median_ms:.4g}, min_ms={self.min_ms:.4g}, repeat={self.repeat})"
+
+
+def time_ms(fn: Callable, *args: Any, repeat: int = 5, warmup: int = 1, device: Optional[str] = None,
+            **kwargs: Any) -> Timing:
+    """Wall time of ``fn(*args, **kwargs)`` in ms: a :class:`Timing` (a float = the median).
+
+    ``warmup`` untimed calls first (caches, lazy initialisation, kernel compilation), then
+    ``repeat`` timed calls with ``time.perf_counter``. On CUDA (``device="cuda"``, or
+    torch tensors on a GPU among the arguments) ``torch.cuda.synchronize()`` runs before
+    the clock starts and before it stops, so the time covers the GPU work, not just the
+    kernel launch. The median resists the odd slow run of a shared machine; the minimum is
+    the best case.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable; got {type(fn).__name__}")
+    repeat = _checks.check_length("repeat", repeat, minimum=1)
+    warmup = _checks.check_length("warmup", warmup, minimum=0)
+    sync = None
+    if device is not None and not isinstance(device, str):
+        device = getattr(device, "type", device)
+    if device == "cuda" or (device is None and _tensor_device(args, kwargs) == "cuda"):
+        import torch
+
+        sync = torch.cuda.synchronize
+    elif device not in (None, "cpu", "numpy", "torch_cpu"):
+        raise ValueError(f"device must be None, 'cpu', 'numpy', 'torch_cpu' or 'cuda'; got {device!r}")
+    for _ in range(warmup):
+        fn(*args, **kwargs)
+    times = []
+    for _ in range(repeat):
+        if sync:
+            sync()
+        t0 = time.perf_counter()
+        fn(*args, **kwargs)
+        if sync:
+            sync()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return Timing(times, warmup)
+
+
+# --------------------------------------------------------------------------- FLOPs
+def _pos(name: str, value: object) -> int:
+    return _checks.check_length(name, value, minimum=1)
+
+
+def _causal_pairs(lq: int, lk: int, align: str) -> int:
+    """Number of allowed (query, key) pairs of a causal mask: sum_i clip(i + 1 + off, 0, lk)."""
+    off = 0 if align == "top_left" else lk - lq
+    total = 0
+    for i in range(lq):  # closed forms exist; a loop over lq is cheap and obviously right
+        total += min(max(i + 1 + off, 0), lk)
+    return total
+
+
+def attention_flops(batch: int, heads: int, lq: int, lk: int, d: int, dv: Optional[int] = None,
+                    causal: Union[bool, str] = False, backward: bool = False,
+                    exact_causal: bool = False) -> int:
+    r"""Matmul FLOPs of scaled dot-product attention (one multiply-add = 2 FLOPs).
+
+    Per head, :math:`QK^\top` costs :math:`2 L_q L_k d` and :math:`PV` costs
+    :math:`2 L_q L_k d_v`, so the forward pass is
+
+    .. math:: F = 2 B H L_q L_k (d + d_v) \;=\; 4 B H n^2 d \quad (L_q = L_k = n,\ d_v = d).
+
+    Softmax, scaling and masking (a few FLOPs per score, :math:`O(L_q L_k)`) are left out,
+    as in every FlashAttention/Triton benchmark.
+
+    * ``causal=True`` (or "top_left"/"bottom_right"): **half** of ``F`` -- the convention
+      of the FlashAttention benchmarks. With ``exact_causal=True`` the count uses the
+      exact number of allowed pairs instead (``n(n+1)/2`` when ``L_q = L_k = n``, so
+      slightly more than half), with the given alignment.
+    * ``backward=True``: the backward pass, counted as **2.5 x** the forward (the
+      FlashAttention convention: 5 matmuls of the same size against the forward's 2).
+
+    Chapter 08 derives it and checks it against a loop that counts multiply-adds.
+    """
+    batch, heads = _pos("batch", batch), _pos("heads", heads)
+    lq, lk, d = _pos("lq", lq), _pos("lk", lk), _pos("d", d)
+    dv = d if dv is None else _pos("dv", dv)
+    align = _checks.check_causal(causal)
+    if align is None:
+        pairs2 = 2 * lq * lk  # twice the pairs, so halving stays an integer
+    elif exact_causal:
+        pairs2 = 2 * _causal_pairs(lq, lk, align)
+    else:
+        pairs2 = lq * lk
+    forward = batch * heads * pairs2 * (d + dv)  # = 2 * pairs * (d + dv) per head
+    return forward * 5 // 2 if backward else forward
+
+
+def projection_flops(batch: int, n: int, d_model: int, heads: int = 1, d_head: Optional[int] = None,
+                     lk: Optional[int] = None, num_kv_heads: Optional[int] = None) -> int:
+    r"""Matmul FLOPs of the four projections of one attention layer: Q, K, V and output.
+
+    With ``heads * d_head = d_model`` and ``lk = n``: :math:`4 \cdot 2 n d_\text{model}^2
+    = 8 B n d^2` -- linear in ``n``. This is
+    ``mha_flops(...)["projections"] + mha_flops(...)["output_projection"]`` from
+    :func:`attn_edu.multihead.mha_flops` (chapter 06), one home for the count.
+    """
+    from .multihead import mha_flops
+
+    n = _pos("n", n)
+    f = mha_flops(batch, n, n if lk is None else lk, d_model, heads, num_kv_heads, d_head)
+    return f["projections"] + f["output_projection"]
+
+
+def layer_flops(batch: int, n: int, d_model: int, heads: int = 1) -> Dict[str, int]:
+    r"""FLOPs of one self-attention layer split into its n·d² and n²·d parts.
+
+    ``{"projections": 8 B n d², "attention": 4 B n² d, "total": ...}`` with
+    ``d = d_model`` and ``d_head = d_model / heads``. The attention part is
+    :math:`4 B H n^2 (d/H) = 4 B n^2 d`: the number of heads cancels, so multi-head
+    attention has the same order as one head of width ``d`` (seed note 001).
+    """
+    d_model, heads = _pos("d_model", d_model), _pos("heads", heads)
+    if d_model % heads:
+        raise ValueError(f"d_model must be divisible by heads; got d_model={d_model}, heads={heads}")
+    proj = projection_flops(batch, n, d_model, heads)
+    attn = attention_flops(batch, heads, n, n, d_model // heads)
+    return {"projections": proj, "attention": attn, "total": proj + attn}
+
+
+def crossover_length(d_model: int) -> int:
+    r"""The length where the quadratic term equals the projections: :math:`n^* = 2d`.
+
+    From :math:`4 n^2 d = 8 n d^2` (matmul FLOPs of :func:`layer_flops`). Below ``n*`` the
+    projections cost more, above it the scores and the weighted sum do. Independent of
+    the number of heads and of the batch.
+    """
+    return 2 * _pos("d_model", d_model)
+
+
+def tflops(flops: float, ms: float) -> float:
+    """Throughput in TFLOP/s: ``flops / (ms * 1e-3) / 1e12``."""
+    ms = _checks.check_real("ms", ms, positive=True)
+    return float(flops) / (ms * 1e-3) / 1e12
+
+
+# --------------------------------------------------------------------------- bytes moved
+def _itemsize(value: object) -> int:
+    return _checks.check_length("itemsize", value, minimum=1)
+
+
+def naive_hbm_bytes(n: int, d: int, itemsize: int = 4, batch: int = 1, heads: int = 1,
+                    lk: Optional[int] = None, dv: Optional[int] = None) -> int:
+    r"""Bytes the standard algorithm moves to and from slow memory (FlashAttention Alg. 0).
+
+    Per head, with :math:`L_q = n`: read Q, K (:math:`n d + L_k d`); write S
+    (:math:`n L_k`); read S, write P (:math:`2 n L_k`); read P and V
+    (:math:`n L_k + L_k d_v`); write O (:math:`n d_v`):
+
+    .. math:: \text{bytes} = s\,B H\,(4 n L_k + n d + L_k d + L_k d_v + n d_v)
+              \;=\; s\,BH\,(4n^2 + 4nd) \quad(L_k = n,\ d_v = d),
+
+    :math:`\Theta(N d + N^2)` with :math:`s` = ``itemsize``. The :math:`4n^2` is the
+    n x n matrix written and read twice; chapter 09 compares it with the tiled count.
+    """
+    n, d = _pos("n", n), _pos("d", d)
+    lk = n if lk is None else _pos("lk", lk)
+    dv = d if dv is None else _pos("dv", dv)
+    s, bh = _itemsize(itemsize), _pos("batch", batch) * _pos("heads", heads)
+    return s * bh * (4 * n * lk + n * d + lk * d + lk * dv + n * dv)
+
+
+def tiled_hbm_bytes(n: int, d: int, block_q: int, block_k: int, itemsize: int = 4,
+                    causal: Union[bool, str] = False, batch: int = 1, heads: int = 1,
+                    lk: Optional[int] = None, dv: Optional[int] = None) -> int:
+    r"""Exact bytes moved by the tiled loop (FlashAttention-2 order: query blocks outside).
+
+    For each of the :math:`\lceil n / B_q \rceil` query blocks: read its Q block once,
+    read every K and V block it visits (all of them, or only the non-empty ones of
+    :func:`attn_edu.masks.causal_block_layout` when ``causal``), write its O block once.
+    Running max, sum and accumulator stay in fast memory. Without a mask:
+
+    .. math:: \text{bytes} = s\,BH\left(n d + \lceil n/B_q\rceil L_k (d + d_v) + n d_v\right)
+              \approx s\,BH\,\frac{2 n^2 d}{B_q}  \quad(L_k = n,\ d_v = d,\ n \gg B_q).
+
+    No :math:`n^2` matrix is stored; K and V are re-read once per query block, so larger
+    query blocks mean less traffic. Partial edge blocks count their true sizes.
+    """
+    n, d = _pos("n", n), _pos("d", d)
+    lk = n if lk is None else _pos("lk", lk)
+    dv = d if dv is None else _pos("dv", dv)
+    block_q = _checks.check_block_size("block_q", block_q)
+    block_k = _checks.check_block_size("block_k", block_k)
+    s, bh = _itemsize(itemsize), _pos("batch", batch) * _pos("heads", heads)
+    align = _checks.check_causal(causal)
+    if align is None:
+        kv_rows = -(-n // block_q) * lk  # every query block reads all of K and V
+    else:
+        from .masks import causal_block_layout
+
+        layout = causal_block_layout(n, lk, block_q, block_k, align)  # (nq, nk)
+        sizes = [min(block_k, lk - j * block_k) for j in range(layout.shape[1])]
+        kv_rows = int(sum(int(layout[:, j].sum()) * sizes[j] for j in range(layout.shape[1])))
+    return s * bh * (n * d + kv_rows * (d + dv) + n * dv)
+
+
+def tiled_hbm_bytes_bound(n: int, d: int, sram_bytes: int, itemsize: int = 4, batch: int = 1,
+                          heads: int = 1) -> float:
+    r"""The FlashAttention IO bound, :math:`\Theta(N^2 d^2 / M)` (Dao et al. 2022, Theorem 2).
+
+    Returns :math:`s\,BH\,n^2 d^2 / M` bytes with :math:`M` = ``sram_bytes / itemsize``
+    the fast memory in elements -- the Theta expression with its constant set to 1.
+    Algorithm 1 picks tiles of :math:`M/(4d)` rows; with ``block_q = block_k = M/(4d)``
+    :func:`tiled_hbm_bytes` gives :math:`8\,n^2 d^2 / M` elements (K and V re-read per
+    query block) plus the linear :math:`2nd` (Q read once, O written once): 8x this
+    value, up to the linear term.
+    Valid for :math:`d \le M \le n d`.
+    """
+    n, d = _pos("n", n), _pos("d", d)
+    s = _itemsize(itemsize)
+    sram = _pos("sram_bytes", sram_bytes)
+    m = sram / s
+    if m < d:
+        raise ValueError(f"sram_bytes must hold at least one row of d={d} elements; got {sram_bytes}")
+    return s * _pos("batch", batch) * _pos("heads", heads) * n * n * d * d / m

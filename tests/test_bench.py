@@ -1,0 +1,186 @@
+"""bench: the CLI writes a complete JSON document; the registry and the loader behave."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attn_edu import bench
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cli(*args, timeout=120):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "attn_edu.bench", *args], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "sweep.json"
+    impls = ["numpy_naive"] + (["torch_naive", "torch_sdpa_math"] if _has("torch") else [])
+    proc = _cli("--impl", *impls, "--n", "64", "128", "--d", "16", "--repeat", "2",
+                "--memory", "--threads", "1", "--no-progress", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    return impls, out, proc
+
+
+def _has(mod):
+    import importlib.util
+
+    return importlib.util.find_spec(mod) is not None
+
+
+def test_cli_writes_the_documented_fields(sweep):
+    impls, out, proc = sweep
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == bench.SCHEMA
+    assert doc["device"]["kind"] == "cpu" and doc["device"]["name"]
+    for key in ("python", "numpy", "torch", "triton", "attn_edu"):
+        assert key in doc["versions"]
+    assert doc["versions"]["numpy"]
+    assert doc["date"].endswith("+00:00")  # UTC
+    assert doc["command"].startswith("python -m attn_edu.bench --impl")
+    assert "git_commit" in doc and (doc["git_commit"] is None or len(doc["git_commit"]) == 40)
+    assert doc["git_dirty"] in (None, True, False)
+    assert "4*B*H*n^2*d" in doc["flop_formula"]
+    assert doc["config"]["d"] == 16 and doc["config"]["device"] == "cpu"
+    got = {(r["impl"], r["n"]) for r in doc["results"]}
+    assert got == {(i, n) for i in impls for n in (64, 128)}
+    for r in doc["results"]:
+        assert r["median_ms"] > 0 and r["min_ms"] <= r["median_ms"] and len(r["times_ms"]) == 2
+        assert r["flops"] == 4 * r["n"] ** 2 * 16
+        assert r["tflops"] == pytest.approx(r["flops"] / (r["median_ms"] * 1e-3) / 1e12)
+        assert r["peak_bytes"] >= r["n"] ** 2 * 4  # the float32 n x n matrix
+        assert r["memory_method"] in ("numpy", "torch_cpu")
+    if "torch_sdpa_math" in impls:
+        assert {r["backend"] for r in doc["results"] if r["impl"] == "torch_sdpa_math"} == {"MATH"}
+        assert doc["device"]["threads"]["torch"] == 1
+    assert doc["device"]["threads"]["numpy_blas"] in (None, 1)
+    assert "numpy_naive" in proc.stdout and "wrote" in proc.stdout
+
+
+def test_loader_round_trips_and_flattens(sweep, tmp_path):
+    _, out, _ = sweep
+    doc = json.loads(out.read_text())
+    (loaded,) = bench.load_results(out)
+    assert loaded["results"] == doc["results"] and loaded["source"] == str(out)
+    copy = bench.save_results(doc, tmp_path / "b.json")
+    assert bench.load_results(tmp_path / "b.json")[0]["results"] == doc["results"]
+    assert len(bench.load_results(str(out.parent / "*.json"))) == 1
+    assert len(bench.load_results(out.parent)) == 1
+    rows = bench.results_rows(loaded)
+    assert len(rows) == len(doc["results"])
+    assert all(r["device_kind"] == "cpu" and doc["date"][:10] in r["label"] for r in rows)
+    assert copy.exists()
+
+
+def test_loader_rejects_foreign_and_missing_files(tmp_path):
+    (tmp_path / "x.json").write_text(json.dumps({"hello": 1}))
+    with pytest.raises(ValueError, match="schema"):
+        bench.load_results(tmp_path / "x.json")
+    with pytest.raises(FileNotFoundError):
+        bench.load_results(str(tmp_path / "nothing*.json"))
+
+
+def test_recorded_results_are_labelled_cpu_or_cuda():
+    for doc in bench.recorded_results():
+        assert doc["schema"] == bench.SCHEMA
+        assert doc["device"]["kind"] in ("cpu", "cuda")
+        if doc["device"]["kind"] == "cpu":  # never a CPU sweep passed off as a GPU one
+            assert "cuda" not in doc["config"]["device"]
+    assert all(d["device"]["kind"] == "cuda" for d in bench.recorded_results("cuda"))
+
+
+def test_unknown_impl_is_a_clear_cli_error():
+    proc = _cli("--impl", "numpy_naive", "fast_magic", "--n", "8", "--no-progress")
+    assert proc.returncode == 2
+    assert "unknown --impl fast_magic" in proc.stderr and "numpy_naive" in proc.stderr
+
+
+def test_registry_errors_and_unavailable_impls():
+    cfg = bench.BenchConfig(d=8)
+    with pytest.raises(ValueError, match="unknown implementation 'nope'"):
+        bench.build_impl("nope", cfg)
+    with pytest.raises(ValueError, match="unknown implementation"):
+        bench.run_sweep(["nope"], [8], cfg, progress=False)
+    # NumPy has no bfloat16: skipped with the reason, not a crash
+    doc = bench.run_sweep(["numpy_naive"], [8], bench.BenchConfig(d=8, dtype="bfloat16"),
+                          repeat=1, progress=False)
+    assert doc["results"] == [] and "bfloat16" in doc["skipped"]["numpy_naive"]
+    # triton needs a GPU (or the interpreter)
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        with pytest.raises(bench.ImplUnavailable, match="cuda"):
+            bench.build_impl("triton", cfg)
+    with pytest.raises(bench.ImplUnavailable, match="window"):
+        bench.build_impl("block_sparse", cfg)
+    assert {"numpy_naive", "numpy_flash", "torch_naive", "torch_sdpa", "torch_sdpa_flash",
+            "torch_sdpa_math", "torch_flash", "triton", "block_sparse"} <= set(bench.impl_names())
+
+
+def test_register_impl_hook_adds_a_runnable_entry():
+    import numpy as np
+
+    bench.register_impl("test_identity", "numpy", lambda cfg: (lambda q, k, v: v), "returns v")
+    try:
+        row = bench.run_one("test_identity", 16, bench.BenchConfig(d=4), repeat=1, memory=True)
+        assert row["impl"] == "test_identity" and row["peak_bytes"] is not None
+        q, k, v = bench.make_inputs("numpy", 16, bench.BenchConfig(d=4))
+        assert q.shape == (1, 1, 16, 4) and q.dtype == np.float32
+    finally:
+        del bench.REGISTRY["test_identity"]
+    with pytest.raises(ValueError, match="framework"):
+        bench.register_impl("x", "jax", lambda cfg: None, "")
+
+
+def test_goals_report_not_run_without_gpu_and_fail_codes():
+    goals, code = bench.run_goals(n=256, repeat=1, sparse=False, gpu=False, stream=open(os.devnull, "w"))
+    assert code in (0, 1)
+    assert {g["goal"] for g in goals} == {"numpy_peak_naive_over_tiled", "numpy_time_tiled_over_naive"}
+    mem = goals[0]
+    if mem["passed"] is not None:  # flash_attention present: a real measurement
+        assert mem["measured"] > 1 and mem["details"]["peak_naive_bytes"] > mem["details"]["peak_tiled_bytes"]
+    if not bench._cuda_available():
+        (g,) = bench.goal_gpu_causal_speedup()
+        assert g["passed"] is None and "no CUDA" in g["note"]
+    fake = bench._goal("numpy_time_tiled_over_naive", 1.5, {})
+    assert fake["passed"] is False
+    assert bench._goal("numpy_peak_naive_over_tiled", 60.0, {})["passed"] is True
+
+
+def test_fit_exponent_recovers_known_powers():
+    rows = [{"impl": "a", "n": n, "min_ms": 3e-6 * n ** 2, "peak_bytes": 40 * n} for n in (64, 128, 256, 512)]
+    rows.append({"impl": "a", "n": 1024, "error": "MemoryError"})
+    rows.append({"impl": "b", "n": 64, "min_ms": 1.0})
+    assert bench.fit_exponent(rows, "a") == pytest.approx(2.0)
+    assert bench.fit_exponent({"results": rows}, "a", "peak_bytes", n_min=128) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="two or more"):
+        bench.fit_exponent(rows, "b")
+    with pytest.raises(ValueError, match="two or more"):
+        bench.fit_exponent(rows, "a", n_min=512)
+
+
+def test_interleaved_sweep_times_every_point_round_robin():
+    calls = []
+
+    def build(cfg):
+        def fn(q, k, v):
+            calls.append(q.shape[-2])
+            return v
+        return fn
+
+    bench.register_impl("test_counter", "numpy", build, "records its calls")
+    try:
+        doc = bench.run_sweep(["test_counter", "numpy_naive"], [8, 16], bench.BenchConfig(d=4),
+                              repeat=3, warmup=1, memory=True, progress=False, interleave=True)
+    finally:
+        del bench.REGISTRY["test_counter"]
+    assert doc["interleave"] is True
+    assert [(r["impl"], r["n"]) for r in doc["results"]] == [
+        ("test_counter", 8), ("test_counter", 16), ("numpy_naive", 8), ("numpy_naive", 16)]
+    assert all(len(r["times_ms"]) == 3 and r["peak_bytes"] is not None for r in doc["results"])
+    # warm-up of both lengths, then rounds 8, 16, 8, 16, 8, 16, then the memory calls
+    assert calls == [8, 16, 8, 16, 8, 16, 8, 16, 8, 16]
