@@ -1,10 +1,10 @@
 """Triton kernels (chapter 10): imported lazily, so ``import attn_edu.kernels`` never
 needs triton (or torch).
 
-* :func:`triton_attention` (q, k, v, causal=False, scale=None) -> out, differentiable;
-* :func:`triton_attention_forward` (q, k, v, causal=False, scale=None) -> (out, lse);
-* :func:`block_sparse_attention` (q, k, v, mask, block=64, ...) -> out, forward only
-  (chapter 11); :func:`make_block_sparse_layout` builds its tile lists once;
+* :func:`~attn_edu.kernels.flash_triton.triton_attention` (q, k, v, causal=False, scale=None) -> out, differentiable;
+* :func:`~attn_edu.kernels.flash_triton.triton_attention_forward` (q, k, v, causal=False, scale=None) -> (out, lse);
+* :func:`~attn_edu.kernels.block_sparse_triton.block_sparse_attention` (q, k, v, mask, block=64, ...) -> out, forward only
+  (chapter 11); :func:`~attn_edu.kernels.block_sparse_triton.make_block_sparse_layout` builds its tile lists once;
 * :func:`available` -- can the kernels run here (triton installed, and a CUDA GPU or
   ``TRITON_INTERPRET=1`` for the CPU interpreter)?
 

@@ -251,7 +251,7 @@ class BlockSparseLayout(NamedTuple):
 
     @property
     def density(self) -> float:
-        """Fraction of tiles computed (1.0 = dense): :func:`attn_edu.masks.block_density`."""
+        """The fraction of tiles that are computed, 1.0 meaning dense (see :func:`attn_edu.masks.block_density`)."""
         return block_density(self.layout)
 
     def dense(self) -> Tuple[np.ndarray, np.ndarray]:

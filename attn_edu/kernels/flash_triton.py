@@ -482,9 +482,9 @@ def check_triton_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
                         scale: Optional[float] = None) -> Tuple[Optional[str], float]:
     """Validate inputs for the kernels; return (causal alignment or None, scale).
 
-    Shared checks come from :mod:`attn_edu._checks` (same messages as the
+    Shared checks come from ``attn_edu._checks`` (same messages as the
     reference); the kernel's own limits follow: 4-D (B, H, L, D) tensors with the
-    same B and H, dtype in :data:`SUPPORTED_DTYPES`, ``1 <= d_k, d_v <= 128``, and a
+    same B and H, dtype in ``SUPPORTED_DTYPES``, ``1 <= d_k, d_v <= 128``, and a
     CUDA device (or the CPU with ``TRITON_INTERPRET=1``).
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
