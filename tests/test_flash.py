@@ -258,6 +258,42 @@ def test_trace_equals_merging_softmax_stats_tile_by_tile():
         np.testing.assert_allclose(o, r.o, rtol=0, atol=1e-13)
 
 
+def test_row_that_sees_its_first_allowed_key_late():
+    """Cases (a)/(b) of chapter 09's proof inside *computed* tiles: a row whose first key
+    tiles are all blocked keeps m = -inf, l = 0 (no NaN from -inf - -inf), then starts
+    normally; a fully blocked tile in the middle leaves the state unchanged."""
+    q, k, v = qkv(4, 12, lead=(), seed=3)
+    allowed = np.ones((4, 12), bool)
+    allowed[0, :8] = False  # row 0: key tiles 0 and 1 (of 4 keys each) fully blocked
+    allowed[1, 4:8] = False  # row 1: the middle key tile fully blocked
+    out, trace = flash_attention(q, k, v, mask=allowed, block_q=4, block_k=4, return_trace=True)
+    check64(q, k, v, mask=allowed, block_q=4, block_k=4)
+    assert [r.skipped for r in trace] == [False, False, False]  # other rows need every tile
+    assert np.isneginf(trace[0].m[0]) and np.isneginf(trace[1].m[0])
+    assert trace[0].l[0] == 0 and trace[1].l[0] == 0 and (trace[1].o[0] == 0).all()
+    assert np.isfinite(trace[2].m[0]) and trace[2].l[0] >= 1
+    assert trace[1].m[1] == trace[0].m[1] and trace[1].l[1] == trace[0].l[1]
+    np.testing.assert_array_equal(trace[1].o[1], trace[0].o[1])
+
+
+@pytest.mark.parametrize("causal", [False, "top_left", "bottom_right"])
+@pytest.mark.parametrize("lq,lk,bq,bk", [(100, 100, 24, 16), (37, 90, 16, 32), (90, 37, 7, 5)])
+def test_kv_bytes_read_match_the_traffic_model(monkeypatch, causal, lq, lk, bq, bk):
+    """profiling.tiled_hbm_bytes (chapter 09's traffic formula) counts exactly what the loop
+    reads: the second operand of every matmul is a K tile or a V tile; add Q once, O once."""
+    from attn_edu import profiling
+
+    q, k, v = qkv(lq, lk, d=8, dv=5, lead=(), dtype=np.float32)
+    seen = []
+    real = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda a, b, **kw: seen.append(b.nbytes) or real(a, b, **kw))
+    out = flash_attention(q, k, v, causal=causal, block_q=bq, block_k=bk)
+    monkeypatch.undo()
+    measured = q.nbytes + sum(seen) + out.nbytes
+    assert measured == profiling.tiled_hbm_bytes(lq, 8, bq, bk, itemsize=4, causal=causal,
+                                                 lk=lk, dv=5)
+
+
 # --------------------------------------------------------------------------- skipping and memory
 @pytest.mark.parametrize("align", ["top_left", "bottom_right"])
 @pytest.mark.parametrize("lq,lk,b", [(64, 64, 8), (50, 70, 16), (70, 50, 16)])
