@@ -10,8 +10,10 @@ writes one JSON document that says where and how the numbers were taken:
   peak bytes above the inputs (:func:`attn_edu.profiling.peak_memory`).
 
 TFLOP/s use :func:`attn_edu.profiling.attention_flops` (``FLOP_FORMULA``): matmul FLOPs
-only, ``4*B*H*n^2*d`` forward, half of that when causal. Chapters 08 and 10 plot the
-recorded sweeps in ``attn_edu/data/bench/*.json`` (:func:`recorded_results`).
+only, ``4*B*H*n^2*d`` forward, half of that when causal. The sparse ``numpy_window`` and
+``torch_window`` (tiled attention with a ``--window`` sliding-window mask) count only the
+allowed pairs (``window_pairs``). Chapters 08 and 10 plot the recorded sweeps in
+``attn_edu/data/bench/*.json`` (:func:`recorded_results`).
 
 ``--goals`` measures the project's performance goals side by side in one run and exits
 non-zero when a measured goal fails; goals that cannot run here (no GPU, a module not
@@ -51,6 +53,7 @@ __all__ = [
     "build_impl",
     "make_inputs",
     "run_one",
+    "window_pairs",
     "cpu_threads",
     "set_cpu_threads",
     "run_sweep",
@@ -75,6 +78,8 @@ DATA_DIR = Path(__file__).resolve().parent / "data" / "bench"
 FLOP_FORMULA = (
     "attention_flops(B, H, n, n, d, causal): 2*B*H*n*n*(d + d) matmul FLOPs "
     "(Q K^T and P V; = 4*B*H*n^2*d), half of that when causal; softmax not counted. "
+    "Sliding-window impls (numpy_window, torch_window): 2*B*H*pairs*(d + d) over the "
+    "allowed pairs of the window mask only. "
     "tflops = flops / (median_ms * 1e-3) / 1e12"
 )
 
@@ -109,22 +114,27 @@ class Impl:
     build: Callable[[BenchConfig], Callable]
     backend: Optional[str] = None  # e.g. the pinned SDPA backend
     devices: Tuple[str, ...] = ("cpu", "cuda")
+    #: ``flops(n, config)``: the FLOPs the row reports; None = dense attention_flops
+    flops: Optional[Callable[[int, "BenchConfig"], int]] = None
 
 
 REGISTRY: Dict[str, Impl] = {}
 
 
 def register_impl(name: str, framework: str, build: Callable[[BenchConfig], Callable], description: str,
-                  backend: Optional[str] = None, devices: Sequence[str] = ("cpu", "cuda")) -> Impl:
+                  backend: Optional[str] = None, devices: Sequence[str] = ("cpu", "cuda"),
+                  flops: Optional[Callable[[int, BenchConfig], int]] = None) -> Impl:
     """Add an implementation to ``REGISTRY`` (the hook for later ones, e.g. block-sparse).
 
     ``build(config)`` is called once per sweep point and returns ``fn(q, k, v)``; it should
     import what it needs lazily and raise :class:`ImplUnavailable` with a reason when it
-    cannot run (module missing, device or dtype unsupported).
+    cannot run (module missing, device or dtype unsupported). ``flops(n, config)``, when
+    given, is the FLOP count its rows report (e.g. only the allowed pairs of a sparse
+    mask); by default the dense :func:`attn_edu.profiling.attention_flops`.
     """
     if framework not in ("numpy", "torch"):
         raise ValueError(f"framework must be 'numpy' or 'torch'; got {framework!r}")
-    impl = Impl(name, framework, description, build, backend, tuple(devices))
+    impl = Impl(name, framework, description, build, backend, tuple(devices), flops)
     REGISTRY[name] = impl
     return impl
 
@@ -166,6 +176,63 @@ def _build_flash(who: str, numpy: bool) -> Callable[[BenchConfig], Callable]:
             _numpy_dtype_ok(cfg, who)
         flash = _import("attn_edu.flash", "flash_attention", who)
         return lambda q, k, v: flash(q, k, v, causal=cfg.causal, block_q=cfg.block_q, block_k=cfg.block_k)
+
+    return build
+
+
+def window_pairs(n: int, window: int, causal: bool = False) -> int:
+    """Allowed (query, key) pairs of :func:`attn_edu.masks.sliding_window_mask` ``(n, window, causal)``.
+
+    Causal: ``n*w - w*(w - 1)/2`` (``w = min(window, n)``). Symmetric (Longformer, ``h =
+    window // 2`` keys on each side): ``n*(2h + 1) - h*(h + 1)`` with ``h = min(h, n - 1)``.
+    Both are ``O(n*w)``: linear in ``n`` for a fixed window. Chapters 08 and 11.
+    """
+    n, window = profiling._pos("n", n), profiling._pos("window", window)
+    if causal:
+        from .masks import allowed_pairs
+
+        return allowed_pairs("sliding_window", n, window=window)
+    h = min(window // 2, n - 1)
+    return n * (2 * h + 1) - h * (h + 1)
+
+
+def _window_flops(n: int, cfg: BenchConfig) -> int:
+    """Matmul FLOPs of the window's allowed pairs only: ``2*B*H*pairs*(d + d)``."""
+    if cfg.window is None:
+        return profiling.attention_flops(cfg.batch, cfg.heads, n, n, cfg.d, causal=cfg.causal)
+    return 2 * cfg.batch * cfg.heads * window_pairs(n, cfg.window, bool(cfg.causal)) * 2 * cfg.d
+
+
+def _build_window(who: str, numpy: bool) -> Callable[[BenchConfig], Callable]:
+    """Sparse attention on the CPU: the tiled flash_attention with a sliding-window mask.
+
+    The boolean (n, n) mask is built once per length on the first call (the warm-up) and
+    kept, so neither the timed calls nor the peak memory include building it; holding it
+    costs n^2 bytes all the same. Tiles the window leaves empty are skipped, so the work
+    is about ``(window + block) * n * 4d`` FLOPs; planning which tiles to skip still reads
+    the whole mask once per call (O(n^2) cheap boolean operations).
+    """
+    def build(cfg: BenchConfig) -> Callable:
+        if cfg.window is None:
+            raise ImplUnavailable(f"{who}: needs --window (the sliding-window width)")
+        if numpy:
+            _numpy_dtype_ok(cfg, who)
+        flash = _import("attn_edu.flash", "flash_attention", who)
+        window = _import("attn_edu.masks", "sliding_window_mask", who)
+        cache: Dict[Tuple[int, str], Any] = {}
+
+        def run(q, k, v):
+            key = (q.shape[-2], str(getattr(q, "device", "cpu")))
+            if key not in cache:
+                m = window(q.shape[-2], cfg.window, causal=bool(cfg.causal))  # (L, L) bool
+                if not numpy:
+                    import torch
+
+                    m = torch.as_tensor(m, device=q.device)
+                cache[key] = m
+            return flash(q, k, v, mask=cache[key], block_q=cfg.block_q, block_k=cfg.block_k)
+
+        return run
 
     return build
 
@@ -235,6 +302,14 @@ register_impl("numpy_naive", "numpy", _build_numpy_naive,
               "attn_edu.scaled_dot_product_attention on NumPy arrays (materialises n x n)", devices=("cpu",))
 register_impl("numpy_flash", "numpy", _build_flash("numpy_flash", True),
               "attn_edu.flash.flash_attention on NumPy arrays (tiled, block_q x block_k)", devices=("cpu",))
+register_impl("numpy_window", "numpy", _build_window("numpy_window", True),
+              "attn_edu.flash.flash_attention on NumPy arrays with masks.sliding_window_mask(n, --window) "
+              "(sparse: empty tiles skipped; FLOPs = allowed pairs only)",
+              devices=("cpu",), flops=_window_flops)
+register_impl("torch_window", "torch", _build_window("torch_window", False),
+              "attn_edu.flash.flash_attention on torch tensors with masks.sliding_window_mask(n, --window) "
+              "(sparse: empty tiles skipped; FLOPs = allowed pairs only)",
+              flops=_window_flops)
 register_impl("torch_naive", "torch", _build_torch_naive,
               "attn_edu.torch_ops.scaled_dot_product_attention (matmul, softmax, matmul)")
 register_impl("torch_flash", "torch", _build_flash("torch_flash", False),
@@ -415,7 +490,10 @@ def _prepare(name: str, n: int, config: BenchConfig, seed: int = 0):
 
 
 def _row(impl: Impl, n: int, config: BenchConfig, t: "profiling.Timing") -> Dict[str, Any]:
-    flops = profiling.attention_flops(config.batch, config.heads, n, n, config.d, causal=config.causal)
+    if impl.flops is not None:
+        flops = int(impl.flops(n, config))
+    else:
+        flops = profiling.attention_flops(config.batch, config.heads, n, n, config.d, causal=config.causal)
     return {
         "impl": impl.name,
         "backend": impl.backend,
@@ -827,7 +905,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--causal", action="store_true")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--block", type=int, default=128, help="tile size (block_q = block_k) for tiled impls")
-    p.add_argument("--window", type=int, default=None, help="sliding window for block_sparse")
+    p.add_argument("--window", type=int, default=None,
+                   help="sliding-window width for numpy_window, torch_window and block_sparse")
     p.add_argument("--threads", type=int, default=None,
                    help="threads for NumPy's OpenBLAS and torch; 1 gives steadier times on a busy CPU")
     p.add_argument("--repeat", type=int, default=5)

@@ -280,7 +280,8 @@ def attention_flops(batch: int, heads: int, lq: int, lk: int, d: int, dv: Option
     * ``backward=True``: the backward pass, counted as **2.5 x** the forward (the
       FlashAttention convention: 5 matmuls of the same size against the forward's 2).
 
-    Chapter 08 derives it and checks it against a loop that counts multiply-adds.
+    Chapter 08 derives it and checks it against PyTorch's FLOP counter
+    (``torch.utils.flop_counter.FlopCounterMode``).
     """
     batch, heads = _pos("batch", batch), _pos("heads", heads)
     lq, lk, d = _pos("lq", lq), _pos("lk", lk), _pos("d", d)

@@ -184,3 +184,47 @@ def test_interleaved_sweep_times_every_point_round_robin():
     assert all(len(r["times_ms"]) == 3 and r["peak_bytes"] is not None for r in doc["results"])
     # warm-up of both lengths, then rounds 8, 16, 8, 16, 8, 16, then the memory calls
     assert calls == [8, 16, 8, 16, 8, 16, 8, 16, 8, 16]
+
+
+def test_window_pairs_counts_the_sliding_window_mask():
+    from attn_edu import masks
+
+    for causal in (False, True):
+        for n, w in [(1, 4), (3, 1), (17, 4), (63, 8), (65, 7), (129, 256), (300, 31)]:
+            expected = int(masks.sliding_window_mask(n, w, causal=causal).sum())
+            assert bench.window_pairs(n, w, causal) == expected, (n, w, causal)
+    with pytest.raises(ValueError, match="window"):
+        bench.window_pairs(8, 0)
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_window_impls_are_exact_sparse_attention(framework, causal):
+    """numpy_window/torch_window = the reference with the sliding-window mask; FLOPs = pairs."""
+    if framework == "torch" and not _has("torch"):
+        pytest.skip("torch not installed")
+    import numpy as np
+
+    import attn_edu
+    from attn_edu import masks
+    n, w = 129, 24
+    cfg = bench.BenchConfig(d=16, dtype="float64", window=w, causal=causal, block_q=16, block_k=16)
+    _, fn = bench.build_impl(f"{framework}_window", cfg)
+    q, k, v = bench.make_inputs(framework, n, cfg)
+    mask = masks.sliding_window_mask(n, w, causal=causal)
+    got = fn(q, k, v)
+    if framework == "torch":
+        got = got.numpy()
+        q, k, v = (x.numpy() for x in (q, k, v))
+    ref = attn_edu.scaled_dot_product_attention(q, k, v, mask=mask)
+    assert np.abs(got - ref).max() <= 1e-10  # float64: tiled vs naive, the project's rule
+    assert np.abs(got - attn_edu.scaled_dot_product_attention(q, k, v)).max() > 1e-3  # not dense
+    row = bench.run_one(f"{framework}_window", n, cfg, repeat=1)
+    assert row["flops"] == masks.mask_flops(mask, 16) == 2 * bench.window_pairs(n, w, causal) * 32
+    # the (n, n) mask is built once, before the measured call: the peak stays below n^2 bytes
+    n = 1024
+    row = bench.run_one(f"{framework}_window", n, bench.BenchConfig(d=16, window=w, block_q=64, block_k=64),
+                        repeat=1, memory=True)
+    assert 0 < row["peak_bytes"] < n * n / 2
+    with pytest.raises(bench.ImplUnavailable, match="window"):
+        bench.build_impl(f"{framework}_window", bench.BenchConfig(d=16))
