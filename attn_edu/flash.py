@@ -41,7 +41,7 @@ from typing import Any, List, Optional, Tuple, Union
 import numpy as np
 
 from . import _checks, masks
-from .reference import is_torch_tensor
+from .reference import is_torch_tensor, prepare_inputs, uses_torch
 
 __all__ = ["TileRecord", "flash_attention", "tile_layout"]
 
@@ -297,28 +297,13 @@ def _flash_torch(q, k, v, mask, causal, scale, block_q, block_k, return_trace, r
     """The PyTorch twin: same checks as :func:`attn_edu.torch_ops.scaled_dot_product_attention`, same loop as the NumPy one."""
     import torch
 
-    from .torch_ops import _dtype_name, _require_tensor
+    from .torch_ops import _dtype_name, prepare_inputs
 
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        _require_tensor(name, x)
-    _checks.check_float_dtypes(q=_dtype_name(q.dtype), k=_dtype_name(k.dtype), v=_dtype_name(v.dtype))
-    _checks.same_devices(q=q.device, k=k.device, v=v.device)
-    batch, group = _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa)
-    align = _checks.check_causal(causal)
-    s = _checks.check_scale(scale, q.shape[-1])
-    if group > 1:
-        k = k.repeat_interleave(group, dim=-3)  # (..., Hq, Lk, Dk)
-        v = v.repeat_interleave(group, dim=-3)  # (..., Hq, Lk, Dv)
+    q, k, v, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
     lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
     scores_shape = tuple(batch) + (lq, lk)
     kind = None
     if mask is not None:
-        if not isinstance(mask, torch.Tensor):
-            raise TypeError(
-                f"mask is a {type(mask).__module__}.{type(mask).__name__} but q, k, v are torch "
-                "tensors; convert it with torch.as_tensor(mask, device=q.device)"
-            )
-        _checks.same_devices(q=q.device, mask=mask.device)
         kind = _checks.check_mask(_dtype_name(mask.dtype), tuple(mask.shape), scores_shape,
                                   getattr(mask, "causal_alignment", None), align)
         if kind == "float" and (bool(torch.isnan(mask).any()) or bool(torch.isposinf(mask).any())):
@@ -452,27 +437,14 @@ def flash_attention(
 
     Explained in chapter 09.
     """
-    tensors = [is_torch_tensor(x) for x in (q, k, v)]
-    if any(tensors):
-        if not all(tensors):
-            raise TypeError("q, k and v must be all NumPy arrays or all torch tensors; got a mix")
+    if uses_torch(q, k, v):
         out, lse, trace = _flash_torch(q, k, v, mask, causal, scale, block_q, block_k,
                                        return_trace, return_lse, enable_gqa)
         return _pack(out, lse, trace, return_lse, return_trace)
-    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
-    _checks.check_float_dtypes(q=q.dtype.name, k=k.dtype.name, v=v.dtype.name)
-    batch, group = _checks.check_qkv_shapes(q.shape, k.shape, v.shape, enable_gqa)
-    align = _checks.check_causal(causal)
-    s = _checks.check_scale(scale, q.shape[-1])
-    if group > 1:  # grouped-query: each k/v head serves `group` consecutive query heads
-        k = np.repeat(k, group, axis=-3)  # (..., Hq, Lk, Dk)
-        v = np.repeat(v, group, axis=-3)  # (..., Hq, Lk, Dv)
+    q, k, v, mask, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
     lq, lk = q.shape[-2], k.shape[-2]
     kind = None
     if mask is not None:
-        if is_torch_tensor(mask):
-            raise TypeError("mask is a torch tensor but q, k, v are NumPy arrays")
-        mask = np.asanyarray(mask)  # keeps a CausalMask's alignment tag
         kind = _checks.check_mask(mask.dtype.name, tuple(mask.shape), tuple(batch) + (lq, lk),
                                   getattr(mask, "causal_alignment", None), align)
         mask = np.asarray(mask)

@@ -70,6 +70,42 @@ def softmax(x: ArrayLike, axis: int = -1, mask: Optional[np.ndarray] = None) -> 
     return e / np.where(total == 0, 1, total)
 
 
+def uses_torch(q: object, k: object, v: object) -> bool:
+    """True when q, k and v are torch tensors, False for NumPy; a mix is a TypeError.
+
+    Every public attention function dispatches on this, so the rule is stated once.
+    """
+    tensors = [is_torch_tensor(x) for x in (q, k, v)]
+    if any(tensors) and not all(tensors):
+        raise TypeError("q, k and v must be all NumPy arrays or all torch tensors; got a mix")
+    return all(tensors)
+
+
+def prepare_inputs(q, k, v, mask, causal, scale, enable_gqa: bool = False):
+    """The argument handling every NumPy attention shares (this module, :mod:`attn_edu.flash`).
+
+    Checks dtypes, shapes, ``causal`` and ``scale`` in one order, so every implementation
+    gives the same error for the same mistake; repeats k and v for grouped-query
+    attention. Returns ``(q, k, v, mask, batch, align, scale)``: arrays, the mask as an
+    array (a :class:`~attn_edu.masks.CausalMask` keeps its alignment tag) or None, the
+    broadcast leading shape, the causal alignment (None, "top_left" or "bottom_right")
+    and the scale as a float. The mask itself is checked by :func:`prepare_mask`.
+    """
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    _checks.check_float_dtypes(q=q.dtype.name, k=k.dtype.name, v=v.dtype.name)
+    batch, group = _checks.check_qkv_shapes(q.shape, k.shape, v.shape, enable_gqa)
+    align = _checks.check_causal(causal)
+    s = _checks.check_scale(scale, q.shape[-1])
+    if group > 1:  # grouped-query: each k/v head serves `group` consecutive query heads
+        k = np.repeat(k, group, axis=-3)  # (..., Hq, Lk, Dk)
+        v = np.repeat(v, group, axis=-3)  # (..., Hq, Lk, Dv)
+    if mask is not None:
+        if is_torch_tensor(mask):
+            raise TypeError("mask is a torch tensor but q, k, v are NumPy arrays")
+        mask = np.asanyarray(mask)  # keeps a CausalMask's alignment tag
+    return q, k, v, mask, batch, align, s
+
+
 def prepare_mask(mask, mask_dtype: str, scores_shape: Tuple[int, ...], causal: Optional[str]):
     """Shared mask logic (NumPy side): returns (allowed bool array or None, additive or None)."""
     lq, lk = scores_shape[-2:]
@@ -121,30 +157,15 @@ def scaled_dot_product_attention(
 
     Explained in chapter 01 (the four steps), 03 (the softmax) and 05 (masks).
     """
-    tensors = [is_torch_tensor(x) for x in (q, k, v)]
-    if any(tensors):
-        if not all(tensors):
-            raise TypeError("q, k and v must be all NumPy arrays or all torch tensors; got a mix")
+    if uses_torch(q, k, v):
         from . import torch_ops
 
         return torch_ops.scaled_dot_product_attention(
             q, k, v, mask=mask, causal=causal, scale=scale,
             return_weights=return_weights, enable_gqa=enable_gqa,
         )
-    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
-    _checks.check_float_dtypes(q=q.dtype.name, k=k.dtype.name, v=v.dtype.name)
-    batch, group = _checks.check_qkv_shapes(q.shape, k.shape, v.shape, enable_gqa)
-    align = _checks.check_causal(causal)
-    s = _checks.check_scale(scale, q.shape[-1])
-    if group > 1:  # grouped-query: each k/v head serves `group` consecutive query heads
-        k = np.repeat(k, group, axis=-3)  # (..., Hq, Lk, Dk)
-        v = np.repeat(v, group, axis=-3)  # (..., Hq, Lk, Dv)
-    lq, lk = q.shape[-2], k.shape[-2]
-    scores_shape = tuple(batch) + (lq, lk)
-    if mask is not None:
-        if is_torch_tensor(mask):
-            raise TypeError("mask is a torch tensor but q, k, v are NumPy arrays")
-        mask = np.asanyarray(mask)  # keeps a CausalMask's alignment tag
+    q, k, v, mask, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
+    scores_shape = tuple(batch) + (q.shape[-2], k.shape[-2])
     allowed, additive = prepare_mask(mask, mask.dtype.name if mask is not None else "", scores_shape, align)
 
     scores = (q @ np.swapaxes(k, -1, -2)) * q.dtype.type(s)  # (..., Lq, Lk)

@@ -155,6 +155,34 @@ def _prepare_mask(
     return allowed, additive
 
 
+def prepare_inputs(q, k, v, mask, causal, scale, enable_gqa: bool = False):
+    """The argument handling every PyTorch attention shares (this module, :mod:`attn_edu.flash`).
+
+    The twin of :func:`attn_edu.reference.prepare_inputs`, with the same checks in the same
+    order plus devices. Returns ``(q, k, v, batch, align, scale)`` (k and v repeated for
+    grouped-query attention); the mask must be a tensor on q's device and is checked
+    here for type and device only.
+    """
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _require_tensor(name, x)
+    _checks.check_float_dtypes(q=_dtype_name(q.dtype), k=_dtype_name(k.dtype), v=_dtype_name(v.dtype))
+    _checks.same_devices(q=q.device, k=k.device, v=v.device)
+    batch, group = _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa)
+    align = _checks.check_causal(causal)
+    s = _checks.check_scale(scale, q.shape[-1])
+    if group > 1:  # grouped-query: each k/v head serves `group` consecutive query heads
+        k = k.repeat_interleave(group, dim=-3)  # (..., Hq, Lk, Dk)
+        v = v.repeat_interleave(group, dim=-3)  # (..., Hq, Lk, Dv)
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(
+                f"mask is a {type(mask).__module__}.{type(mask).__name__} but q, k, v are torch "
+                "tensors; convert it with torch.as_tensor(mask, device=q.device)"
+            )
+        _checks.same_devices(q=q.device, mask=mask.device)
+    return q, k, v, batch, align, s
+
+
 def scaled_dot_product_attention(
     q: Tensor,
     k: Tensor,
@@ -190,25 +218,8 @@ def scaled_dot_product_attention(
 
     Explained in chapter 01 (the four steps), 03 (the softmax) and 05 (masks).
     """
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        _require_tensor(name, x)
-    _checks.check_float_dtypes(q=_dtype_name(q.dtype), k=_dtype_name(k.dtype), v=_dtype_name(v.dtype))
-    _checks.same_devices(q=q.device, k=k.device, v=v.device)
-    batch, group = _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa)
-    align = _checks.check_causal(causal)
-    s = _checks.check_scale(scale, q.shape[-1])
-    if group > 1:  # grouped-query: each k/v head serves `group` consecutive query heads
-        k = k.repeat_interleave(group, dim=-3)  # (..., Hq, Lk, Dk)
-        v = v.repeat_interleave(group, dim=-3)  # (..., Hq, Lk, Dv)
-    lq, lk = q.shape[-2], k.shape[-2]
-    scores_shape = tuple(batch) + (lq, lk)
-    if mask is not None:
-        if not isinstance(mask, torch.Tensor):
-            raise TypeError(
-                f"mask is a {type(mask).__module__}.{type(mask).__name__} but q, k, v are torch "
-                "tensors; convert it with torch.as_tensor(mask, device=q.device)"
-            )
-        _checks.same_devices(q=q.device, mask=mask.device)
+    q, k, v, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
+    scores_shape = tuple(batch) + (q.shape[-2], k.shape[-2])
     allowed, additive = _prepare_mask(mask, scores_shape, align, q.device)
 
     # 1. scores: every query against every key
