@@ -648,8 +648,11 @@ def favor_variance(q: Array, k: Array, num_features: int, scale: Optional[float]
 
     The relative standard error is :math:`\sqrt{(e^{|q'+k'|^2} - 1)/m}`: it falls like
     :math:`1/\sqrt m` and grows fast with the norms of q and k. (q', k' are q, k with the
-    scale folded in, as in :func:`softmax_kernel_estimate`.) Orthogonal features do at
-    least as well. Shapes (..., L_q, d), (..., L_k, d) -> (..., L_q, L_k). Chapter 12.
+    scale folded in, as in :func:`softmax_kernel_estimate`.) Orthogonal features make
+    features of one block slightly negatively correlated, which multiplies this variance by
+    :math:`1 + (\min(m, d) - 1)\rho` with :math:`\rho < 0`: a constant factor for
+    m >= d, not a better rate (chapter 12 measures it).
+    Shapes (..., L_q, d), (..., L_k, d) -> (..., L_q, L_k). Chapter 12.
     """
     q, k, _, _, torch_like = _qkv(q, k, k)
     m = _checks.check_length("num_features", num_features, minimum=1)

@@ -317,6 +317,29 @@ def test_error_matches_the_exact_variance_and_shrinks_like_one_over_sqrt_m():
     assert np.all(sq.mean(0) <= L.favor_variance(q, k, 8) + 5 * sq.std(0, ddof=1) / math.sqrt(n_seeds))
 
 
+def _grouped_mse(q, k, m, orthogonal, total=2 ** 14):
+    """Mean squared relative error of many independent m-feature estimates, all drawn in one
+    call to random_features and split into consecutive groups of m rows (for m <= d a
+    group lies inside one orthogonal block, as in a single draw of m features)."""
+    groups = total // m
+    omega = L.random_features(q.shape[-1], groups * m, seed=11, orthogonal=orthogonal)
+    qs, ks = q / q.shape[-1] ** 0.25, k / k.shape[-1] ** 0.25  # fold in 1/sqrt(d)
+    fq = L.favor_features(qs, omega) * math.sqrt(groups)  # each group: 1/sqrt(m)
+    fk = L.favor_features(ks, omega) * math.sqrt(groups)
+    est = np.einsum("igf,jgf->gij", fq.reshape(len(q), groups, m), fk.reshape(len(k), groups, m))
+    return np.mean((est / L.softmax_kernel(q, k) - 1) ** 2)
+
+
+def test_orthogonal_features_lower_the_variance_by_a_constant_factor():
+    """Var_orth / Var_iid = 1 + (min(m, d) - 1) rho with rho < 0 (chapter 12): about 1 for
+    m = 2, lower at m = d, and no lower again at m = 4d (independent blocks)."""
+    d = 8
+    q, k = _x((6, d), 5, scale=0.35), _x((6, d), 6, scale=0.35)  # light tails
+    ratio = {m: _grouped_mse(q, k, m, True) / _grouped_mse(q, k, m, False) for m in (2, d, 4 * d)}
+    assert ratio[d] < 0.93 and ratio[4 * d] < 0.93, ratio
+    assert ratio[2] > ratio[d] + 0.04, ratio
+    assert abs(ratio[4 * d] - ratio[d]) < 0.1, ratio
+
 def test_favor_variance_formula_and_torch():
     q, k = _x((2, 4), 0), _x((3, 4), 1)
     qs, ks = q / 4 ** 0.25, k / 4 ** 0.25
