@@ -35,8 +35,10 @@ from attn_edu.testing import assert_close_to_reference  # noqa: E402
 DEVICE = "cuda" if CUDA else "cpu"
 ROOT = Path(__file__).resolve().parents[1]
 
-# dtypes: bfloat16 only on a GPU (the interpreter's tl.dot mishandles it, see the module)
-DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if CUDA else [])
+# dtypes: bfloat16 only on a GPU of compute capability >= 8.0 (the interpreter's tl.dot
+# mishandles it, see the module; older GPUs such as a T4 have no bfloat16 tensor cores)
+BF16_OK = CUDA and torch.cuda.get_device_capability() >= (8, 0)
+DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if BF16_OK else [])
 CAUSALS = [False, True, "bottom_right"]
 # (B, H, Lq, Lk, Dk, Dv): length 1, ragged last blocks, Lq != Lk both ways, head dims
 # 16/64/128 and non powers of two (48, 80)
@@ -188,6 +190,19 @@ def test_bad_inputs_get_clear_errors():
     if not CUDA:
         _raises(TypeError, ["bfloat16", "interpreter", "11584"], ft.triton_attention,
                 q.bfloat16(), k.bfloat16(), v.bfloat16())
+    elif not BF16_OK:
+        _raises(TypeError, ["bfloat16", "compute capability", "float16"], ft.triton_attention,
+                q.bfloat16(), k.bfloat16(), v.bfloat16())
+
+
+def test_bfloat16_needs_compute_capability_8():
+    # a T4 (7.5) gets a message naming the capability and the way out; Ampere+ passes
+    msg = ft._cuda_dtype_problem("bfloat16", (7, 5))
+    assert msg is not None and "7.5" in msg and "8.0" in msg and "float16" in msg
+    assert ft._cuda_dtype_problem("bfloat16", (8, 0)) is None
+    assert ft._cuda_dtype_problem("bfloat16", (9, 0)) is None
+    for dt in ("float16", "float32"):
+        assert ft._cuda_dtype_problem(dt, (7, 5)) is None
 
 
 def test_available_and_lazy_package_import():

@@ -75,10 +75,15 @@ try:  # guarded: the rest of attn_edu never needs triton
     import triton.language as tl
 
     HAS_TRITON = True
+    try:
+        from triton.runtime.errors import OutOfResources as _OutOfResources
+    except ImportError:  # pragma: no cover - older triton
+        from triton.runtime.autotuner import OutOfResources as _OutOfResources
 except ImportError:  # pragma: no cover - triton is in requirements.txt
     triton = None
     tl = None
     HAS_TRITON = False
+    _OutOfResources = RuntimeError
 
 __all__ = [
     "triton_attention",
@@ -161,11 +166,13 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs,
             kT = tl.load(k_ptrs + start_n * stride_kn,
                          mask=offs_dk[:, None] < HEAD_DK, other=0.0)
         # scores in base-2 units: s * scale * log2(e)
-        qk = tl.dot(q, kT, input_precision=INPUT_PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N)
+        qk = tl.dot(q, kT, input_precision=INPUT_PRECISION)  # (BLOCK_M, BLOCK_N)
+        qk = qk * qk_scale
         if MASKED:
             allowed = cols[None, :] < LK
             if CAUSAL:
-                allowed = allowed & (cols[None, :] <= offs_m[:, None] + CAUSAL_OFFSET)
+                allowed = allowed & (cols[None, :]
+                                     <= offs_m[:, None] + CAUSAL_OFFSET)
             qk = tl.where(allowed, qk, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(qk, 1))  # (BLOCK_M,)
         if MASKED:  # rows with nothing visible yet: subtract 0 instead of -inf
@@ -185,7 +192,8 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs,
             v = tl.load(v_ptrs + start_n * stride_vn,
                         mask=offs_dv[None, :] < HEAD_DV, other=0.0)
         acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=INPUT_PRECISION)  # (BLOCK_M, BLOCK_DV)
+        # acc += p @ v  (BLOCK_M, BLOCK_DV); p in the input dtype: tensor cores
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=INPUT_PRECISION)
         m_i = m_new
     return acc, l_i, m_i
 
@@ -216,48 +224,53 @@ def _attn_fwd_kernel(Q, K, V, Out, Lse,
     offs_dv = tl.arange(0, BLOCK_DV)
 
     # 2. pointer arithmetic: base of this (b, h) + row * stride + col * stride
-    q_ptrs = (Q + off_b * stride_qb + off_h * stride_qh
-              + offs_m[:, None] * stride_qm + offs_dk[None, :] * stride_qd)  # (BLOCK_M, BLOCK_DK)
-    k_ptrs = (K + off_b * stride_kb + off_h * stride_kh
-              + offs_n[None, :] * stride_kn + offs_dk[:, None] * stride_kd)  # (BLOCK_DK, BLOCK_N): K^T
-    v_ptrs = (V + off_b * stride_vb + off_h * stride_vh
-              + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd)  # (BLOCK_N, BLOCK_DV)
+    q_ptrs = (Q + off_b * stride_qb + off_h * stride_qh  # (BLOCK_M, BLOCK_DK)
+              + offs_m[:, None] * stride_qm + offs_dk[None, :] * stride_qd)
+    k_ptrs = (K + off_b * stride_kb + off_h * stride_kh  # (BLOCK_DK, BLOCK_N): K^T
+              + offs_n[None, :] * stride_kn + offs_dk[:, None] * stride_kd)
+    v_ptrs = (V + off_b * stride_vb + off_h * stride_vh  # (BLOCK_N, BLOCK_DV)
+              + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd)
 
     # 3. running statistics, in registers (float32 whatever the input dtype)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
-    q = tl.load(q_ptrs, mask=(offs_m[:, None] < LQ) & (offs_dk[None, :] < HEAD_DK),
-                other=0.0)  # stays in registers for the whole loop
+    q = tl.load(q_ptrs,  # stays in registers for the whole loop
+                mask=(offs_m[:, None] < LQ) & (offs_dk[None, :] < HEAD_DK),
+                other=0.0)
 
     # 4. which key blocks: [0, full_end) need no mask, [full_end, hi) do
     if CAUSAL:
         # the last key any (real) row of this block may see is
         # min(start_m + BLOCK_M, LQ) - 1 + offset: blocks beyond it are SKIPPED
         # (never loaded), not masked
-        hi = tl.minimum(tl.maximum(tl.minimum(start_m + BLOCK_M, LQ) + CAUSAL_OFFSET, 0), LK)
+        last_row_end = tl.minimum(start_m + BLOCK_M, LQ)
+        hi = tl.minimum(tl.maximum(last_row_end + CAUSAL_OFFSET, 0), LK)
         # blocks ending at or before the FIRST row's last key are fully visible
         full_end = tl.maximum(start_m + CAUSAL_OFFSET + 1, 0) // BLOCK_N * BLOCK_N
         full_end = tl.minimum(full_end, LK // BLOCK_N * BLOCK_N)
     else:
         hi = LK
         full_end = LK // BLOCK_N * BLOCK_N
-    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
-                                    offs_m, offs_n, offs_dk, offs_dv,
-                                    0, full_end, LK, qk_scale, CAUSAL_OFFSET,
-                                    HEAD_DK, HEAD_DV, BLOCK_DK, BLOCK_DV, BLOCK_N, False, CAUSAL,
-                                    INPUT_PRECISION)
-    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
-                                    offs_m, offs_n, offs_dk, offs_dv,
-                                    full_end, hi, LK, qk_scale, CAUSAL_OFFSET,
-                                    HEAD_DK, HEAD_DV, BLOCK_DK, BLOCK_DV, BLOCK_N, True, CAUSAL,
-                                    INPUT_PRECISION)
+    # blocks [0, full_end): no mask (MASKED=False)
+    acc, l_i, m_i = _attn_fwd_inner(
+        acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
+        offs_m, offs_n, offs_dk, offs_dv, 0, full_end, LK, qk_scale, CAUSAL_OFFSET,
+        HEAD_DK, HEAD_DV, BLOCK_DK, BLOCK_DV, BLOCK_N, False, CAUSAL,
+        INPUT_PRECISION)
+    # blocks [full_end, hi): the diagonal band and a ragged last block (MASKED=True)
+    acc, l_i, m_i = _attn_fwd_inner(
+        acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
+        offs_m, offs_n, offs_dk, offs_dv, full_end, hi, LK, qk_scale, CAUSAL_OFFSET,
+        HEAD_DK, HEAD_DV, BLOCK_DK, BLOCK_DV, BLOCK_N, True, CAUSAL,
+        INPUT_PRECISION)
 
     # 5. epilogue: normalise once, write the output and the log-sum-exp
     empty = l_i == 0.0  # rows that saw no key: output 0, lse -inf
     l_safe = tl.where(empty, 1.0, l_i)
     acc = acc / l_safe[:, None]
-    lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
+    lse = (m_i + tl.math.log2(l_safe)) * 0.6931471805599453  # base 2 -> natural log
+    lse = tl.where(empty, float("-inf"), lse)
     tl.store(Lse + off_hz * LQ + offs_m, lse, mask=offs_m < LQ)
     o_ptrs = (Out + off_b * stride_ob + off_h * stride_oh
               + offs_m[:, None] * stride_om + offs_dv[None, :] * stride_od)
@@ -312,7 +325,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, Lse, Delta,
     off_hz = tl.program_id(1)
     off_b = off_hz // H
     off_h = off_hz % H
-    offs_n = start_n + tl.arange(0, BLOCK_N)  # (BLOCK_N,) keys owned by this program
+    offs_n = start_n + tl.arange(0, BLOCK_N)  # (BLOCK_N,) keys of this program
     offs_m = tl.arange(0, BLOCK_M)
     offs_dk = tl.arange(0, BLOCK_DK)
     offs_dv = tl.arange(0, BLOCK_DV)
@@ -320,17 +333,19 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, Lse, Delta,
 
     k = tl.load(K + off_b * stride_kb + off_h * stride_kh
                 + offs_n[:, None] * stride_kn + offs_dk[None, :] * stride_kd,
-                mask=(offs_n[:, None] < LK) & (offs_dk[None, :] < HEAD_DK), other=0.0)
+                mask=(offs_n[:, None] < LK) & (offs_dk[None, :] < HEAD_DK),
+                other=0.0)
     v = tl.load(V + off_b * stride_vb + off_h * stride_vh
                 + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd,
-                mask=(offs_n[:, None] < LK) & (offs_dv[None, :] < HEAD_DV), other=0.0)
+                mask=(offs_n[:, None] < LK) & (offs_dv[None, :] < HEAD_DV),
+                other=0.0)
     dk = tl.zeros([BLOCK_N, BLOCK_DK], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
 
-    qT_ptrs = (Q + off_b * stride_qb + off_h * stride_qh
-               + offs_m[None, :] * stride_qm + offs_dk[:, None] * stride_qd)  # (BLOCK_DK, BLOCK_M)
-    do_ptrs = (DO + off_b * stride_dob + off_h * stride_doh
-               + offs_m[:, None] * stride_dom + offs_dv[None, :] * stride_dod)  # (BLOCK_M, BLOCK_DV)
+    qT_ptrs = (Q + off_b * stride_qb + off_h * stride_qh  # (BLOCK_DK, BLOCK_M)
+               + offs_m[None, :] * stride_qm + offs_dk[:, None] * stride_qd)
+    do_ptrs = (DO + off_b * stride_dob + off_h * stride_doh  # (BLOCK_M, BLOCK_DV)
+               + offs_m[:, None] * stride_dom + offs_dv[None, :] * stride_dod)
 
     # causal: query rows before the first one that can see key start_n are skipped
     if CAUSAL:
@@ -340,7 +355,8 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, Lse, Delta,
     for start_m in range(lo, LQ, BLOCK_M):
         rows = start_m + offs_m  # (BLOCK_M,)
         qT = tl.load(qT_ptrs + start_m * stride_qm,
-                     mask=(offs_dk[:, None] < HEAD_DK) & (rows[None, :] < LQ), other=0.0)
+                     mask=(offs_dk[:, None] < HEAD_DK) & (rows[None, :] < LQ),
+                     other=0.0)
         # rows past L_q and rows that saw no key get lse = +inf, hence P = 0
         lse = tl.load(Lse + off_hz * LQ + rows, mask=rows < LQ, other=float("inf"))
         lse = tl.where(lse == float("-inf"), float("inf"), lse)
@@ -351,12 +367,17 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, Lse, Delta,
             allowed = allowed & (offs_n[:, None] <= rows[None, :] + CAUSAL_OFFSET)
         pT = tl.where(allowed, pT, 0.0)
         do = tl.load(do_ptrs + start_m * stride_dom,
-                     mask=(rows[:, None] < LQ) & (offs_dv[None, :] < HEAD_DV), other=0.0)
-        dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=INPUT_PRECISION)  # (BLOCK_N, BLOCK_DV)
+                     mask=(rows[:, None] < LQ) & (offs_dv[None, :] < HEAD_DV),
+                     other=0.0)
+        # dV += P^T dO  (BLOCK_N, BLOCK_DV)
+        dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=INPUT_PRECISION)
         delta = tl.load(Delta + off_hz * LQ + rows, mask=rows < LQ, other=0.0)
-        dpT = tl.dot(v, tl.trans(do), input_precision=INPUT_PRECISION)  # (BLOCK_N, BLOCK_M)
+        # dP^T = V dO^T  (BLOCK_N, BLOCK_M), then dS^T = P^T * (dP^T - delta)
+        dpT = tl.dot(v, tl.trans(do), input_precision=INPUT_PRECISION)
         dsT = pT * (dpT - delta[None, :])
-        dk = tl.dot(dsT.to(qT.dtype), tl.trans(qT), dk, input_precision=INPUT_PRECISION)
+        # dK += dS^T Q  (BLOCK_N, BLOCK_DK); times the scale after the loop
+        dk = tl.dot(dsT.to(qT.dtype), tl.trans(qT), dk,
+                    input_precision=INPUT_PRECISION)
 
     dk = dk * sm_scale
     out_off = off_hz.to(tl.int64) * LK  # dK, dV are contiguous (B * H, L_k, D)
@@ -456,6 +477,13 @@ INTERPRET_BLOCK_M = 32
 INTERPRET_BLOCK_N = 32
 #: Backward blocks on a GPU (dK/dV program holds BLOCK_N keys, streams BLOCK_M queries).
 BWD_BLOCK_M_CUDA, BWD_BLOCK_N_CUDA, BWD_WARPS_CUDA, BWD_STAGES_CUDA = 32, 64, 4, 2
+#: Tried in order (BLOCK_M, BLOCK_N, num_warps, num_stages): the first that fits the GPU's
+#: shared memory is used. The second is for GPUs with 64 KiB per block (a T4) and head
+#: dimension 128, where the first needs ~100 KiB in float32 and ~80 KiB in float16.
+BWD_CONFIGS_CUDA = [
+    (BWD_BLOCK_M_CUDA, BWD_BLOCK_N_CUDA, BWD_WARPS_CUDA, BWD_STAGES_CUDA),
+    (16, 32, 4, 1),
+]
 
 if HAS_TRITON:
     if _BUILT_INTERPRETED:
@@ -478,13 +506,29 @@ def _padded(d: int) -> int:
     return max(16, 1 << (int(d) - 1).bit_length())
 
 
+def _cuda_dtype_problem(dtype_name: str, capability: Tuple[int, int]) -> Optional[str]:
+    """Why the kernels cannot take ``dtype_name`` on a GPU of this compute capability
+    (None when they can). bfloat16 tensor-core math needs compute capability 8.0
+    (Ampere); on older GPUs such as Colab's T4 (7.5) Triton fails to compile it
+    ("Feature '.bf16' requires .target sm_80 or higher"), and Triton supports 8.0+."""
+    if dtype_name == "bfloat16" and tuple(capability) < (8, 0):
+        major, minor = capability
+        return (
+            f"bfloat16 needs a GPU of compute capability 8.0 or newer (Ampere, Ada, Hopper); "
+            f"got q, k, v of dtype bfloat16 on a GPU of compute capability {major}.{minor} "
+            "(e.g. a T4). Use float16 or float32 there: q.half() or q.float()."
+        )
+    return None
+
+
 def check_triton_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
                         scale: Optional[float] = None) -> Tuple[Optional[str], float]:
     """Validate inputs for the kernels; return (causal alignment or None, scale).
 
     Shared checks come from ``attn_edu._checks`` (same messages as the
     reference); the kernel's own limits follow: 4-D (B, H, L, D) tensors with the
-    same B and H, dtype in ``SUPPORTED_DTYPES``, ``1 <= d_k, d_v <= 128``, and a
+    same B and H, dtype in ``SUPPORTED_DTYPES`` (bfloat16 only on GPUs of compute
+    capability >= 8.0, never in the interpreter), ``1 <= d_k, d_v <= 128``, and a
     CUDA device (or the CPU with ``TRITON_INTERPRET=1``).
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -518,7 +562,9 @@ def check_triton_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
                 "attn_edu.flash_attention or torch's scaled_dot_product_attention for larger heads."
             )
     if q.device.type == "cuda":
-        pass
+        problem = _cuda_dtype_problem(dt, torch.cuda.get_device_capability(q.device))
+        if problem:
+            raise TypeError(problem)
     elif q.device.type == "cpu":
         if not interpret_mode():
             raise ValueError(
@@ -635,23 +681,31 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
     dv = torch.zeros((B, H, LK, DV), dtype=v.dtype, device=v.device)
     if LQ == 0 or LK == 0:
         return dq, dk, dv
-    if _BUILT_INTERPRETED:
-        bm, bn, extra = INTERPRET_BLOCK_M, INTERPRET_BLOCK_N, {}
-    else:
-        bm, bn = BWD_BLOCK_M_CUDA, BWD_BLOCK_N_CUDA
-        extra = dict(num_warps=BWD_WARPS_CUDA, num_stages=BWD_STAGES_CUDA)
     bdk, bdv = _padded(DK), _padded(DV)
     delta = torch.empty((B, H, LQ), dtype=torch.float32, device=q.device)  # (B, H, Lq)
-    _attn_bwd_preprocess[(triton.cdiv(LQ, bm), B * H)](
+    _attn_bwd_preprocess[(triton.cdiv(LQ, 32), B * H)](
         out, do, delta, *_strides(out), *_strides(do), H, LQ,
-        HEAD_DV=DV, BLOCK_M=bm, BLOCK_DV=bdv)
+        HEAD_DV=DV, BLOCK_M=32, BLOCK_DV=bdv)
     common = (*_strides(q), *_strides(k), *_strides(v), *_strides(do),
               H, LQ, LK, scale, _causal_offset(align, LQ, LK))
     meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=bdk, BLOCK_DV=bdv, CAUSAL=align is not None,
-                INPUT_PRECISION=_input_precision(q.dtype), BLOCK_M=bm, BLOCK_N=bn, **extra)
-    _attn_bwd_dkdv[(triton.cdiv(LK, bn), B * H)](q, k, v, do, dk, dv, lse, delta, *common, **meta)
-    # the dQ kernel streams keys, so it takes BLOCK_N keys per step past BLOCK_M queries
-    _attn_bwd_dq[(triton.cdiv(LQ, bm), B * H)](q, k, v, do, dq, lse, delta, *common, **meta)
+                INPUT_PRECISION=_input_precision(q.dtype))
+    if _BUILT_INTERPRETED:
+        configs = [(INTERPRET_BLOCK_M, INTERPRET_BLOCK_N, None, None)]
+    else:
+        configs = BWD_CONFIGS_CUDA
+    for i, (bm, bn, warps, stages) in enumerate(configs):
+        extra = {} if warps is None else dict(num_warps=warps, num_stages=stages)
+        try:
+            _attn_bwd_dkdv[(triton.cdiv(LK, bn), B * H)](
+                q, k, v, do, dk, dv, lse, delta, *common, **meta, BLOCK_M=bm, BLOCK_N=bn, **extra)
+            # the dQ kernel streams keys: BLOCK_N keys per step past BLOCK_M queries
+            _attn_bwd_dq[(triton.cdiv(LQ, bm), B * H)](
+                q, k, v, do, dq, lse, delta, *common, **meta, BLOCK_M=bm, BLOCK_N=bn, **extra)
+            break
+        except _OutOfResources:  # not enough shared memory on this GPU: smaller blocks
+            if i == len(configs) - 1:
+                raise
     return dq, dk, dv
 
 
