@@ -43,7 +43,7 @@ import numpy as np
 from . import _checks, masks
 from .reference import is_torch_tensor, prepare_inputs, uses_torch
 
-__all__ = ["TileRecord", "flash_attention", "tile_layout"]
+__all__ = ["TilePlan", "TileRecord", "flash_attention", "plan_tiles", "tile_layout"]
 
 
 @dataclass(frozen=True)
@@ -88,44 +88,43 @@ def _causal_full_blocks(lq: int, lk: int, block_q: int, block_k: int, align: str
     return last_key[None, :] <= (first_query + offset)[:, None]  # (nq, nk)
 
 
-def _mask_layouts(allowed: np.ndarray, lq: int, lk: int, block_q: int, block_k: int,
-                  align: Optional[str]) -> Tuple[np.ndarray, np.ndarray]:
-    """(non-empty, full) tiles of a boolean mask broadcastable to (..., lq, lk), intersected
-    with causality when ``align`` is given; both of shape (nq, nk).
+def _strip_tiles(mask: np.ndarray, kind: str, i: int, lq: int, lk: int, block_q: int,
+                 block_k: int, align: Optional[str]) -> Tuple[np.ndarray, np.ndarray]:
+    """(non-empty, full) key tiles of query strip ``i``: two boolean rows of shape (nk,).
 
-    Worked out one strip of ``block_q`` query rows at a time, so the memory is that of one
-    strip, O(block_q * lk), never (lq, lk) (a causal mask is only built strip by strip).
-    A tile counts as non-empty when it is non-empty for *some* batch element (the loop
-    is vectorised over the batch) and as full when it is full for *every* one. A mask
-    axis of size 1 (e.g. a (B, 1, L_k) padding mask) is broadcast, never enlarged.
+    ``mask`` is boolean (``kind="bool"``) or additive float (``-inf`` blocks), with at
+    least 2 axes and broadcastable to (..., lq, lk); causality (``align``) is intersected
+    within the strip, so only O(block_q * lk) booleans ever exist. A tile is non-empty
+    when it is non-empty for *some* batch element (the loop is vectorised over the batch)
+    and full when it is full for *every* one. A mask axis of size 1 (e.g. a (B, 1, L_k)
+    padding mask) is broadcast, never enlarged.
     """
-    if allowed.ndim < 2:
-        allowed = allowed.reshape((1,) * (2 - allowed.ndim) + allowed.shape)
-    offset = 0 if align != "bottom_right" else lk - lq
-    nq, nk = -(-lq // block_q), -(-lk // block_k)
-    layout, full = np.zeros((nq, nk), dtype=bool), np.zeros((nq, nk), dtype=bool)
-    for i in range(nq):
-        r0, r1 = i * block_q, min((i + 1) * block_q, lq)
-        strip = allowed[..., _sub(allowed.shape[-2], lq, r0, r1), :]  # (..., bq or 1, Lk or 1)
-        if align is not None:
-            tri = np.arange(lk)[None, :] <= np.arange(r0, r1)[:, None] + offset  # (bq, Lk)
-            strip = strip & tri  # (..., bq, Lk)
-        # Reduce the strip's rows first (contiguous, cheap), then the columns of each tile:
-        # the same answer as masks.block_layout / full_blocks on the strip, several times
-        # faster, which matters when planning is a visible part of a sparse run.
-        col_any = np.logical_or.reduce(strip, axis=-2)  # (..., Lk or 1)
-        col_all = np.logical_and.reduce(strip, axis=-2)
-        if col_any.shape[-1] == lk:
-            pad = nk * block_k - lk  # past the end: "any" sees False, "all" sees True
-            if pad:
-                extra = col_any.shape[:-1] + (pad,)
-                col_any = np.concatenate([col_any, np.zeros(extra, bool)], axis=-1)
-                col_all = np.concatenate([col_all, np.ones(extra, bool)], axis=-1)
-            col_any = col_any.reshape(col_any.shape[:-1] + (nk, block_k)).any(axis=-1)
-            col_all = col_all.reshape(col_all.shape[:-1] + (nk, block_k)).all(axis=-1)
-        lead = tuple(range(col_any.ndim - 1))  # (..., nk or 1) -> (nk or 1,)
-        layout[i] = np.broadcast_to(col_any.any(axis=lead), (nk,))
-        full[i] = np.broadcast_to(col_all.all(axis=lead), (nk,))
+    nk = -(-lk // block_k)
+    r0, r1 = i * block_q, min((i + 1) * block_q, lq)
+    strip = mask[..., _sub(mask.shape[-2], lq, r0, r1), :]  # (..., bq or 1, Lk or 1)
+    if kind != "bool":
+        strip = ~np.isneginf(strip)
+    if align is not None:
+        offset = 0 if align != "bottom_right" else lk - lq
+        tri = np.arange(lk)[None, :] <= np.arange(r0, r1)[:, None] + offset  # (bq, Lk)
+        strip = strip & tri  # (..., bq, Lk)
+    # Reduce the strip's rows first (contiguous, cheap), then the columns of each tile:
+    # the same answer as masks.block_layout / full_blocks on the strip, several times
+    # faster. Only a non-empty tile can be full, so "full" is checked on those alone:
+    # planning reads the mask about once, which matters for sparse patterns.
+    col_any = np.logical_or.reduce(strip, axis=-2)  # (..., Lk or 1)
+    lead = tuple(range(col_any.ndim - 1))  # (..., nk or 1) -> (nk or 1,)
+    if col_any.shape[-1] != lk or lk == 1:  # the mask broadcasts over keys
+        full = np.logical_and.reduce(strip, axis=-2).all(axis=lead)
+        return (np.broadcast_to(col_any.any(axis=lead), (nk,)).copy(),
+                np.broadcast_to(full, (nk,)).copy())
+    pad = nk * block_k - lk  # past the end "any" sees False
+    if pad:
+        col_any = np.concatenate([col_any, np.zeros(col_any.shape[:-1] + (pad,), bool)], axis=-1)
+    layout = col_any.reshape(col_any.shape[:-1] + (nk, block_k)).any(axis=-1).any(axis=lead)
+    full = np.zeros(nk, dtype=bool)
+    for j in np.flatnonzero(layout):
+        full[j] = bool(strip[..., j * block_k:(j + 1) * block_k].all())
     return layout, full
 
 
@@ -158,11 +157,65 @@ def tile_layout(lq: int, lk: int, block_q: int = 64, block_k: int = 64,
     if mask is not None:
         mask = np.asarray(mask.cpu().numpy() if is_torch_tensor(mask) else mask)
         kind = _checks.check_mask_dtype(mask.dtype.name)
-        allowed = mask if kind == "bool" else ~np.isneginf(mask)
-        lay, ful = _mask_layouts(allowed, lq, lk, block_q, block_k, align)
-        computed &= lay  # mask & causal together may empty a tile neither empties alone
-        full &= ful
+        mask = mask.reshape((1,) * max(0, 2 - mask.ndim) + mask.shape)
+        for i in range(nq):  # mask & causal together may empty a tile neither empties alone
+            lay, ful = _strip_tiles(mask, kind, i, lq, lk, block_q, block_k, align)
+            computed[i] &= lay
+            full[i] &= ful
     return computed, computed & ~full
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """A mask together with its tile layout, built once by :func:`plan_tiles`.
+
+    Pass it as ``mask=`` to :func:`flash_attention` to reuse the layout across calls (every
+    head, layer and step that shares the pattern), as FlexAttention reuses its block mask:
+    the layout then costs nothing per call, where working it out reads the whole
+    (L_q, L_k) mask. The plan holds a private, read-only copy of the mask, so the mask
+    and its layout cannot drift apart; the block sizes and ``causal`` it was built with
+    must match the call (a mismatch is a ValueError).
+    """
+
+    mask: np.ndarray  # read-only copy, (..., lq, lk), bool or float
+    kind: str  # "bool" or "float"
+    block_q: int
+    block_k: int
+    causal: Optional[str]  # None, "top_left" or "bottom_right"
+    computed: np.ndarray  # (nq, nk) bool
+    partial: np.ndarray  # (nq, nk) bool
+
+    @property
+    def density(self) -> float:
+        """The fraction of tiles computed (1.0 = dense)."""
+        return masks.block_density(self.computed)
+
+
+def plan_tiles(mask: np.ndarray, block_q: int = 64, block_k: int = 64,
+               causal: Union[bool, str] = False) -> TilePlan:
+    """Build a :class:`TilePlan`: a copy of ``mask`` and :func:`tile_layout` of it.
+
+    ``mask`` is a NumPy boolean (True = may attend) or float (``-inf`` blocks) mask whose
+    last two axes are the full (L_q, L_k); leading axes may broadcast. Chapter 11 uses
+    it for the speed of sparse patterns.
+    """
+    if is_torch_tensor(mask):
+        raise TypeError("plan_tiles takes a NumPy mask (the PyTorch path plans each call)")
+    tag = getattr(mask, "causal_alignment", None)  # a CausalMask's alignment (lost in the copy)
+    mask = np.array(mask, copy=True)  # private copy: the plan cannot go stale
+    kind = _checks.check_mask_dtype(mask.dtype.name)
+    if mask.ndim < 2:
+        raise ValueError(f"mask must have at least 2 dimensions (..., L_q, L_k); got shape {mask.shape}")
+    if kind == "float" and (np.isnan(mask).any() or np.isposinf(mask).any()):
+        raise ValueError(_checks.FLOAT_MASK_VALUES)
+    align = _checks.check_causal(causal)
+    _checks.check_causal_given_once(tag, align)
+    mask.flags.writeable = False
+    lq, lk = mask.shape[-2:]
+    computed, partial = tile_layout(lq, lk, block_q, block_k, mask=mask, causal=align or False)
+    computed.flags.writeable = False
+    partial.flags.writeable = False
+    return TilePlan(mask, kind, int(block_q), int(block_k), align, computed, partial)
 
 
 def _tile_slices(lq: int, lk: int, block_q: int, block_k: int):
@@ -185,6 +238,10 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+_BLAS_CONTROLLER: Any = None  # threadpoolctl.ThreadpoolController, or False without it
+_POOLS: dict = {}
+
+
 @contextmanager
 def _single_threaded_blas():
     """Run the tile loop with one BLAS thread per worker, when threadpoolctl is installed.
@@ -195,21 +252,40 @@ def _single_threaded_blas():
     worker per core. Yields the number of workers to use (1 without threadpoolctl, so
     BLAS keeps its own threads and nothing is oversubscribed).
     """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
+    global _BLAS_CONTROLLER
+    if _BLAS_CONTROLLER is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            _BLAS_CONTROLLER = False
+        else:  # built once: inspecting the loaded libraries costs about a millisecond
+            _BLAS_CONTROLLER = ThreadpoolController()
+    if _BLAS_CONTROLLER is False:
         yield 1
         return
-    with threadpool_limits(limits=1, user_api="blas"):
+    with _BLAS_CONTROLLER.limit(limits=1, user_api="blas"):
         yield _cpu_count()
 
 
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """One long-lived pool of worker threads per worker count (starting threads per call
+    costs about a millisecond, a visible share of a sparse run)."""
+    if workers not in _POOLS:
+        _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="attn_edu.flash")
+    return _POOLS[workers]
+
+
 def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
-                 return_trace, return_lse):
+                 return_trace, return_lse, plan=None):
     lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
     dt = q.dtype.type
     scale, neg_inf = dt(s), dt(-np.inf)
-    computed, partial = tile_layout(lq, lk, block_q, block_k, mask=mask, causal=align or False)
+    # Causality's tiles are known up front; a mask's are worked out strip by strip inside
+    # each row block (so on every core, and while that strip of the mask is in cache).
+    if plan is not None:  # built once by plan_tiles: nothing left to work out
+        computed, partial = plan.computed.copy(), plan.partial.copy()
+    else:
+        computed, partial = tile_layout(lq, lk, block_q, block_k, causal=align or False)
     if mask is not None and mask.ndim < 2:
         mask = mask.reshape((1,) * (2 - mask.ndim) + mask.shape)
     offset = 0 if align != "bottom_right" else lk - lq
@@ -222,6 +298,10 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
     def row_block(i: int) -> None:
         """One block of query rows against every non-empty key tile (the online softmax)."""
         r0, r1 = rows[i]
+        if mask is not None and plan is None:  # this strip's tiles: non-empty and full ones
+            lay, ful = _strip_tiles(mask, mask_kind, i, lq, lk, block_q, block_k, align)
+            computed[i] &= lay
+            partial[i] = computed[i] & ~(ful & ~partial[i])
         qi = q[..., r0:r1, :]  # (..., bq, Dk)
         m = np.full(tuple(batch) + (r1 - r0,), neg_inf)  # running max      (..., bq)
         l = np.zeros(tuple(batch) + (r1 - r0,), dtype=q.dtype)  # running sum (..., bq)
@@ -275,8 +355,7 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
                 for i in range(len(rows)):
                     row_block(i)
             else:  # row blocks are independent: each worker owns its own m, l, A and tile
-                with ThreadPoolExecutor(workers) as pool:
-                    list(pool.map(row_block, range(len(rows))))
+                list(_pool(workers).map(row_block, range(len(rows))))
     return out, lse, trace
 
 
@@ -381,8 +460,8 @@ def flash_attention(
     mask: Optional[Any] = None,
     causal: Union[bool, str] = False,
     scale: Optional[float] = None,
-    block_q: int = 64,
-    block_k: int = 64,
+    block_q: Optional[int] = None,
+    block_k: Optional[int] = None,
     return_trace: bool = False,
     return_lse: bool = False,
     enable_gqa: bool = False,
@@ -403,7 +482,10 @@ def flash_attention(
     zeros, never NaN. Any lengths work, including ones the blocks do not divide.
 
     Args:
-        block_q, block_k: tile sizes (positive integers).
+        mask: as in the reference, or a :class:`TilePlan` from :func:`plan_tiles` (NumPy
+            only), which carries the mask and its tile layout so repeated calls skip the
+            planning.
+        block_q, block_k: tile sizes (positive integers; default 64, or the plan's).
         return_lse: also return the log-sum-exp of each query row's scores,
             ``m + log(l)``, shape (..., L_q) (``-inf`` for a fully masked row). The
             backward pass of FlashAttention needs only this, not the weights.
@@ -437,14 +519,34 @@ def flash_attention(
 
     Explained in chapter 09.
     """
+    plan = mask if isinstance(mask, TilePlan) else None
+    if plan is not None:
+        mask = plan.mask
+        for name, given, planned in (("block_q", block_q, plan.block_q),
+                                     ("block_k", block_k, plan.block_k)):
+            if given is not None and _checks.check_block_size(name, given) != planned:
+                raise ValueError(f"{name}={given} but the TilePlan was built with {name}={planned}")
+        block_q, block_k = plan.block_q, plan.block_k
+        if _checks.check_causal(causal) != plan.causal:
+            raise ValueError(f"causal={causal!r} but the TilePlan was built with causal={plan.causal!r}")
+    block_q = 64 if block_q is None else block_q
+    block_k = 64 if block_k is None else block_k
     if uses_torch(q, k, v):
+        if plan is not None:
+            raise TypeError("a TilePlan is for NumPy inputs; pass the mask itself with torch tensors")
         out, lse, trace = _flash_torch(q, k, v, mask, causal, scale, block_q, block_k,
                                        return_trace, return_lse, enable_gqa)
         return _pack(out, lse, trace, return_lse, return_trace)
     q, k, v, mask, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
     lq, lk = q.shape[-2], k.shape[-2]
     kind = None
-    if mask is not None:
+    if plan is not None and plan.mask.shape[-2:] != (lq, lk):
+        raise ValueError(f"the TilePlan is for (L_q, L_k) = {plan.mask.shape[-2:]}; "
+                         f"q and k give {(lq, lk)}")
+    if plan is not None:
+        kind = _checks.check_mask(mask.dtype.name, tuple(mask.shape), tuple(batch) + (lq, lk),
+                                  None, align)
+    elif mask is not None:
         kind = _checks.check_mask(mask.dtype.name, tuple(mask.shape), tuple(batch) + (lq, lk),
                                   getattr(mask, "causal_alignment", None), align)
         mask = np.asarray(mask)
@@ -453,7 +555,7 @@ def flash_attention(
     block_q = _checks.check_block_size("block_q", block_q)
     block_k = _checks.check_block_size("block_k", block_k)
     out, lse, trace = _flash_numpy(q, k, v, mask, kind, align, s, block_q, block_k, batch,
-                                   return_trace, return_lse)
+                                   return_trace, return_lse, plan)
     return _pack(out, lse, trace, return_lse, return_trace)
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attn_edu import masks, precision
+from attn_edu import flash, masks, precision
 from attn_edu.flash import TileRecord, flash_attention, tile_layout
 from attn_edu.reference import scaled_dot_product_attention as sdpa
 from attn_edu.testing import assert_close_to_reference
@@ -567,3 +567,58 @@ def test_torch_twin_gqa_broadcast_and_empty_lengths():
     assert out.shape == (2, 4, 0, 5) and lse.shape == (2, 4, 0)
     out, lse = flash_attention(_tt(q), _tt(k[..., :0, :]), _tt(v[..., :0, :]), return_lse=True, enable_gqa=True)
     assert (out == 0).all() and torch.isneginf(lse).all()
+
+
+# --- TilePlan: a mask's layout built once and reused ------------------------------------------
+
+def test_plan_gives_the_same_result_and_reuses_the_layout():
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal((2, 67, 16)) for _ in range(3))
+    mask = masks.sliding_window_mask(67, 9) | masks.global_mask(67, [0])
+    plan = flash.plan_tiles(mask, 16, 8)
+    gold = sdpa(q, k, v, mask=mask)
+    np.testing.assert_allclose(flash.flash_attention(q, k, v, mask=plan), gold, atol=1e-10, rtol=0)
+    computed, partial = flash.tile_layout(67, 67, 16, 8, mask=mask)
+    np.testing.assert_array_equal(plan.computed, computed)
+    np.testing.assert_array_equal(plan.partial, partial)
+    assert plan.density == pytest.approx(computed.mean())
+    # the trace shows the plan's layout being used: skipped tiles are the plan's empty ones
+    _, trace = flash.flash_attention(q, k, v, mask=plan, return_trace=True)
+    assert sum(not r.skipped for r in trace) == computed.sum()
+
+
+def test_plan_cannot_go_stale():
+    mask = masks.sliding_window_mask(32, 4)
+    plan = flash.plan_tiles(mask, 8, 8)
+    mask[:] = True  # the caller changes their array afterwards ...
+    assert not plan.mask.all()  # ... the plan kept its own copy
+    with pytest.raises(ValueError):
+        plan.mask[0, 0] = True  # and that copy is read-only
+
+
+def test_plan_mismatches_are_errors():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((32, 8)) for _ in range(3))
+    plan = flash.plan_tiles(masks.sliding_window_mask(32, 4), 8, 8, causal=False)
+    with pytest.raises(ValueError, match="block_q=16 but the TilePlan was built with block_q=8"):
+        flash.flash_attention(q, k, v, mask=plan, block_q=16)
+    with pytest.raises(ValueError, match="causal=True but the TilePlan was built with causal=None"):
+        flash.flash_attention(q, k, v, mask=plan, causal=True)
+    with pytest.raises(ValueError, match="TilePlan is for"):
+        flash.flash_attention(q[:16], k, v, mask=plan)
+    with pytest.raises(ValueError, match="causal"):
+        flash.plan_tiles(masks.causal_mask(32), 8, 8, causal=True)  # causal stated twice
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="TilePlan is for NumPy"):
+        flash.flash_attention(*(torch.as_tensor(x) for x in (q, k, v)), mask=plan)
+
+
+def test_plan_with_causal_matches_reference():
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((1, 2, 45, 16)) for _ in range(3))
+    pad = masks.padding_mask([45])[:, None, None, :]  # (1, 1, 1, 45)
+    mask = np.broadcast_to(masks.sliding_window_mask(45, 7, causal=False), (1, 1, 45, 45)) & pad
+    plan = flash.plan_tiles(mask, 8, 16, causal="bottom_right")
+    gold = sdpa(q, k, v, mask=mask, causal="bottom_right")
+    np.testing.assert_allclose(flash.flash_attention(q, k, v, mask=plan, causal="bottom_right"),
+                               gold, atol=1e-10, rtol=0)
