@@ -3,7 +3,7 @@
 Every public attention function validates its arguments here, so NumPy and PyTorch
 give the same error, with the same words, for the same mistake. The checks work on
 shapes (tuples of ints) and dtype *names* (strings), so this module imports neither
-NumPy nor torch.
+NumPy nor torch (``check_seed`` imports NumPy when it is called).
 
 The rule: bad input raises ``ValueError`` (wrong value or shape) or
 ``TypeError`` (wrong kind of object or dtype) naming the argument and what was seen.
@@ -21,6 +21,23 @@ FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 #: The accepted values of ``causal``; ``True`` means ``"top_left"``.
 CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
+
+
+def dtype_name(x: object) -> str:
+    """The dtype of an array or tensor (or a dtype itself) spelled as the checks spell it:
+    ``float32`` for ``np.float32`` arrays and ``torch.float32`` tensors alike."""
+    return str(getattr(x, "dtype", x)).replace("torch.", "")
+
+
+def check_seed(seed: object):
+    """A ``numpy.random.Generator`` as given, or a fresh one from an integer seed."""
+    import numpy as np
+
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an integer or a numpy.random.Generator; got {seed!r}")
+    return np.random.default_rng(int(seed))
 
 
 def check_rank(name: str, shape: Shape) -> None:

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import profiling
+from .kernels._interpret import requested as _interpret_requested
 
 __all__ = [
     "BenchConfig",
@@ -483,7 +484,7 @@ def set_cpu_threads(n: int) -> Dict[str, Optional[int]]:
 def _prepare(name: str, n: int, config: BenchConfig, seed: int = 0):
     """(impl, fn, inputs) for one point; ImplUnavailable when it cannot run here."""
     impl, fn = build_impl(name, config)
-    interpreted = name == "triton" and os.environ.get("TRITON_INTERPRET") == "1"
+    interpreted = name == "triton" and _interpret_requested()
     if config.device not in impl.devices and not interpreted:
         raise ImplUnavailable(f"{name}: runs on {', '.join(impl.devices)}; got --device {config.device}")
     return impl, fn, make_inputs(impl.framework, n, config, seed)

@@ -282,8 +282,8 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
     scale, neg_inf = dt(s), dt(-np.inf)
     # Causality's tiles are known up front; a mask's are worked out strip by strip inside
     # each row block (so on every core, and while that strip of the mask is in cache).
-    if plan is not None:  # built once by plan_tiles: nothing left to work out
-        computed, partial = plan.computed.copy(), plan.partial.copy()
+    if plan is not None:  # built once by plan_tiles: nothing left to work out (read only)
+        computed, partial = plan.computed, plan.partial
     else:
         computed, partial = tile_layout(lq, lk, block_q, block_k, causal=align or False)
     if mask is not None and mask.ndim < 2:
@@ -376,14 +376,14 @@ def _flash_torch(q, k, v, mask, causal, scale, block_q, block_k, return_trace, r
     """The PyTorch twin: same checks as :func:`attn_edu.torch_ops.scaled_dot_product_attention`, same loop as the NumPy one."""
     import torch
 
-    from .torch_ops import _dtype_name, prepare_inputs
+    from .torch_ops import prepare_inputs
 
     q, k, v, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
     lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
     scores_shape = tuple(batch) + (lq, lk)
     kind = None
     if mask is not None:
-        kind = _checks.check_mask(_dtype_name(mask.dtype), tuple(mask.shape), scores_shape,
+        kind = _checks.check_mask(_checks.dtype_name(mask.dtype), tuple(mask.shape), scores_shape,
                                   getattr(mask, "causal_alignment", None), align)
         if kind == "float" and (bool(torch.isnan(mask).any()) or bool(torch.isposinf(mask).any())):
             raise ValueError(_checks.FLOAT_MASK_VALUES)

@@ -52,7 +52,6 @@ query does not factorise. :func:`linear_attention_quadratic` takes any boolean m
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import numpy as np
@@ -85,10 +84,6 @@ Seed = Union[int, np.random.Generator]
 
 
 # --------------------------------------------------------------------------- backend
-def _dtype_name(x: Array) -> str:
-    return str(x.dtype).replace("torch.", "")
-
-
 def _where0(torch_like: bool, cond: Array, x: Array) -> Array:
     """``x`` where ``cond``, else exactly 0 (dtype and device of x)."""
     if torch_like:
@@ -132,7 +127,7 @@ def _qkv(q: Array, k: Array, v: Array, *, same_dk: bool = True):
         _checks.same_devices(q=q.device, k=k.device, v=v.device)
     else:
         q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
-    _checks.check_float_dtypes(q=_dtype_name(q), k=_dtype_name(k), v=_dtype_name(v))
+    _checks.check_float_dtypes(q=_checks.dtype_name(q), k=_checks.dtype_name(k), v=_checks.dtype_name(v))
     qs, ks, vs = tuple(q.shape), tuple(k.shape), tuple(v.shape)
     if not same_dk:  # check everything but the shared d_k
         _checks.check_rank("q", qs)
@@ -157,11 +152,11 @@ def _bool_mask(mask: Any, torch_like: bool, device: Any, what: str) -> Any:
         if is_torch_tensor(mask):
             raise TypeError("mask is a torch tensor but q, k, v are NumPy arrays")
         mask = np.asanyarray(mask)  # keeps a CausalMask's alignment tag
-    kind = _checks.check_mask_dtype(_dtype_name(mask))
+    kind = _checks.check_mask_dtype(_checks.dtype_name(mask))
     if kind != "bool":
         raise TypeError(
             f"{what} takes boolean masks only (True = may attend): there are no scores to add "
-            f"a float mask to; got mask of dtype {_dtype_name(mask)}. Convert an additive mask "
+            f"a float mask to; got mask of dtype {_checks.dtype_name(mask)}. Convert an additive mask "
             "with mask == 0 (0 allows, -inf blocks)."
         )
     return mask
@@ -245,10 +240,10 @@ def _apply_feature_map(phi: Callable[[Array], Array], name: str, x: Array, torch
             f"feature_map must map (..., L, d) to (..., L, d_phi) with d_phi >= 1; for {name} of "
             f"shape {tuple(x.shape)} it returned shape {tuple(out.shape)}"
         )
-    if _dtype_name(out) != _dtype_name(x):
+    if _checks.dtype_name(out) != _checks.dtype_name(x):
         raise TypeError(
-            f"feature_map must keep the dtype; for {name} of dtype {_dtype_name(x)} it returned "
-            f"{_dtype_name(out)}"
+            f"feature_map must keep the dtype; for {name} of dtype {_checks.dtype_name(x)} it returned "
+            f"{_checks.dtype_name(out)}"
         )
     return out
 
@@ -479,14 +474,6 @@ def linear_attention_flops(lq: int, lk: int, d_phi: int, d_v: int, batch: int = 
 
 
 # --------------------------------------------------------------------------- FAVOR+
-def _rng(seed: Seed) -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be an integer or a numpy.random.Generator; got {seed!r}")
-    return np.random.default_rng(int(seed))
-
-
 def random_features(d: int, num_features: int, seed: Seed = 0, orthogonal: bool = True) -> np.ndarray:
     r"""Random projections :math:`\omega_1, \dots, \omega_m \in \mathbb R^d` for FAVOR+, shape (m, d).
 
@@ -504,7 +491,7 @@ def random_features(d: int, num_features: int, seed: Seed = 0, orthogonal: bool 
     """
     d = _checks.check_length("d", d, minimum=1)
     m = _checks.check_length("num_features", num_features, minimum=1)
-    rng = _rng(seed)
+    rng = _checks.check_seed(seed)
     if not orthogonal:
         return rng.standard_normal((m, d))  # (m, d)
     blocks = []
@@ -564,7 +551,7 @@ def favor_features(x: Array, omega: Array, log_offset: Optional[Array] = None) -
     torch_like = is_torch_tensor(x)
     if not torch_like:
         x = np.asarray(x)
-    _checks.check_float_dtypes(x=_dtype_name(x))
+    _checks.check_float_dtypes(x=_checks.dtype_name(x))
     _checks.check_rank("x", tuple(x.shape))
     omega = _omega_like(omega, x, torch_like)
     expo = _favor_exponent(x, omega, torch_like)  # (..., L, m)
@@ -744,7 +731,7 @@ def init_additive_params(d_q: int, d_k: int, d_hidden: int, seed: Seed = 0,
     d_q = _checks.check_length("d_q", d_q, minimum=1)
     d_k = _checks.check_length("d_k", d_k, minimum=1)
     h = _checks.check_length("d_hidden", d_hidden, minimum=1)
-    rng = _rng(seed)
+    rng = _checks.check_seed(seed)
     return {
         "W_q": (rng.standard_normal((d_q, h)) / math.sqrt(d_q)).astype(dtype),
         "W_k": (rng.standard_normal((d_k, h)) / math.sqrt(d_k)).astype(dtype),
@@ -802,8 +789,8 @@ def additive_attention(
             raise TypeError(f"{name} must be of the same kind as q, k, v ({kind}); got {type(p).__name__}")
         if not torch_like:
             params[name] = np.asarray(p)
-        if _dtype_name(params[name]) != _dtype_name(q):
-            raise TypeError(f"{name} has dtype {_dtype_name(params[name])} but q has {_dtype_name(q)}")
+        if _checks.dtype_name(params[name]) != _checks.dtype_name(q):
+            raise TypeError(f"{name} has dtype {_checks.dtype_name(params[name])} but q has {_checks.dtype_name(q)}")
         if torch_like:
             _checks.same_devices(q=q.device, **{name: p.device})
     W_q, W_k, w_v = params["W_q"], params["W_k"], params["w_v"]

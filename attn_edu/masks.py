@@ -18,7 +18,7 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
-from ._checks import broadcast_shapes, check_block_size, check_causal, check_length
+from ._checks import broadcast_shapes, check_block_size, check_causal, check_length, check_seed
 
 __all__ = [
     "CausalMask",
@@ -467,14 +467,6 @@ def global_mask(n: int, global_tokens: Sequence[int]) -> np.ndarray:
     return is_global[:, None] | is_global[None, :]
 
 
-def _rng(seed: object) -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an integer or a numpy.random.Generator; got {seed!r}")
-    return np.random.default_rng(int(seed))
-
-
 def _expand_blocks(layout: np.ndarray, block: int, n: int) -> np.ndarray:
     """A (nb, nb) block layout -> the (n, n) element mask with whole tiles set."""
     return np.repeat(np.repeat(layout, block, axis=0), block, axis=1)[:n, :n]
@@ -510,7 +502,7 @@ def random_block_mask(n: int, block: int, n_random: int, seed: object = 0,
     block = check_block_size("block", block)
     n_random = check_length("n_random", n_random)
     causal = _check_causal_flag(causal)
-    rng = _rng(seed)
+    rng = check_seed(seed)
     nb = -(-n // block)
     candidates = np.tri(nb, dtype=bool) if causal else np.ones((nb, nb), dtype=bool)
     out = _expand_blocks(_pick_random_blocks(candidates, n_random, rng), block, n)
@@ -549,7 +541,7 @@ def bigbird_mask(n: int, block: int, n_random: int = 1, window_blocks: int = 3,
     layout |= is_global[:, None] | is_global[None, :]
     candidates = ~layout
     candidates[is_global] = False  # global rows are full already
-    layout |= _pick_random_blocks(candidates, n_random, _rng(seed))
+    layout |= _pick_random_blocks(candidates, n_random, check_seed(seed))
     return _expand_blocks(layout, block, n)
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
+
+from . import _checks
 from .reference import is_torch_tensor
 
 __all__ = ["to_numpy", "ulp_tiny", "reference_tolerance", "assert_close_to_reference"]
@@ -29,10 +31,6 @@ def to_numpy(x) -> np.ndarray:
     if is_torch_tensor(x):
         return x.detach().to("cpu").double().numpy()
     return np.asarray(x, dtype=np.float64)
-
-
-def _dtype_name(x) -> str:
-    return str(x.dtype).replace("torch.", "")
 
 
 def ulp_tiny(dtype_name: str, magnitude: float = 1.0) -> float:
@@ -51,7 +49,7 @@ def reference_tolerance(gold, naive, factor: float = 2.0, tiny: Optional[float] 
     finite = np.isfinite(g)
     err = float(np.max(np.abs(n - g)[finite], initial=0.0))
     if tiny is None:
-        tiny = ulp_tiny(_dtype_name(naive), float(np.max(np.abs(g[finite]), initial=0.0)))
+        tiny = ulp_tiny(_checks.dtype_name(naive), float(np.max(np.abs(g[finite]), initial=0.0)))
     return factor * err + tiny
 
 

@@ -32,11 +32,6 @@ __all__ = ["softmax", "scaled_dot_product_attention", "causal_mask", "ScaledDotP
 _NEG_INF = float("-inf")
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
-    """``torch.float32`` -> ``"float32"`` (the spelling :mod:`attn_edu._checks` uses)."""
-    return str(dtype).replace("torch.", "")
-
-
 def _require_tensor(name: str, x: object) -> Tensor:
     if not isinstance(x, torch.Tensor):
         raise TypeError(
@@ -78,12 +73,12 @@ def softmax(x: Tensor, dim: int = -1, mask: Optional[Tensor] = None) -> Tensor:
     Explained in chapter 03.
     """
     x = _require_tensor("x", x)
-    _checks.check_float_dtypes(x=_dtype_name(x.dtype))
+    _checks.check_float_dtypes(x=_checks.dtype_name(x.dtype))
     if mask is not None:
         mask = _require_tensor("mask", mask)
         if mask.dtype != torch.bool:
             raise TypeError(
-                f"softmax's mask must be boolean (True = keep); got dtype {_dtype_name(mask.dtype)}"
+                f"softmax's mask must be boolean (True = keep); got dtype {_checks.dtype_name(mask.dtype)}"
             )
         if _checks.broadcast_shapes(tuple(mask.shape), tuple(x.shape)) != tuple(x.shape):
             raise ValueError(
@@ -140,7 +135,7 @@ def _prepare_mask(
     lq, lk = scores_shape[-2:]
     allowed = additive = None
     if mask is not None:
-        kind = _checks.check_mask(_dtype_name(mask.dtype), tuple(mask.shape), scores_shape,
+        kind = _checks.check_mask(_checks.dtype_name(mask.dtype), tuple(mask.shape), scores_shape,
                                   getattr(mask, "causal_alignment", None), causal)
         if kind == "bool":
             allowed = mask
@@ -165,7 +160,7 @@ def prepare_inputs(q, k, v, mask, causal, scale, enable_gqa: bool = False):
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
         _require_tensor(name, x)
-    _checks.check_float_dtypes(q=_dtype_name(q.dtype), k=_dtype_name(k.dtype), v=_dtype_name(v.dtype))
+    _checks.check_float_dtypes(q=_checks.dtype_name(q.dtype), k=_checks.dtype_name(k.dtype), v=_checks.dtype_name(v.dtype))
     _checks.same_devices(q=q.device, k=k.device, v=v.device)
     batch, group = _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa)
     align = _checks.check_causal(causal)

@@ -16,7 +16,6 @@ import that module only when they are called.
 from __future__ import annotations
 
 import importlib.util
-import os
 
 __all__ = ["triton_attention", "triton_attention_forward", "block_sparse_attention",
            "make_block_sparse_layout", "available"]
@@ -34,7 +33,9 @@ def available() -> bool:
         return False
     if torch.cuda.is_available():
         return True
-    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+    from ._interpret import requested
+
+    return requested()
 
 
 def triton_attention(q, k, v, causal=False, scale=None):

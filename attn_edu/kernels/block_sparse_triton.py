@@ -64,12 +64,13 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _checks
+from . import _interpret
 from ..masks import block_density, block_layout, full_blocks
 
 try:  # guarded: importing attn_edu never needs torch or triton
     import torch
 
-    from ..torch_ops import _dtype_name, _require_tensor
+    from ..torch_ops import _require_tensor
 except ImportError:  # pragma: no cover - torch is needed for everything below
     torch = None
 
@@ -101,7 +102,7 @@ DTYPES = ("float16", "bfloat16", "float32")
 BLOCK_SIZES = (16, 256)
 
 #: True when this module's kernel was wrapped by Triton's interpreter (CPU tensors).
-INTERPRETED = bool(triton is not None and triton.knobs.runtime.interpret)
+INTERPRETED = triton is not None and _interpret.requested()
 
 _LOG2E = 1.4426950408889634  # log2(e): the kernel works with exp2
 
@@ -358,8 +359,8 @@ def _check_inputs(q, k, v) -> Tuple[int, int]:
         if x.dim() != 4:
             raise ValueError(f"{name} must have shape (B, H, L, D); got shape {tuple(x.shape)}")
     batch, _ = _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape))
-    dt = _checks.check_float_dtypes(q=_dtype_name(q.dtype), k=_dtype_name(k.dtype),
-                                    v=_dtype_name(v.dtype))
+    dt = _checks.check_float_dtypes(q=_checks.dtype_name(q.dtype), k=_checks.dtype_name(k.dtype),
+                                    v=_checks.dtype_name(v.dtype))
     if dt not in DTYPES:
         raise TypeError(f"block_sparse_attention supports dtypes {', '.join(DTYPES)}; got {dt}")
     lo, hi = HEAD_DIMS
@@ -383,7 +384,7 @@ def _check_inputs(q, k, v) -> Tuple[int, int]:
 
 def _interpret_now() -> bool:
     """What ``@triton.jit`` would choose now (it reads ``TRITON_INTERPRET`` each time)."""
-    return triton is not None and bool(triton.knobs.runtime.interpret)
+    return triton is not None and _interpret.requested()
 
 
 def _reload_if_mode_changed() -> bool:
@@ -402,7 +403,7 @@ def _check_interpreter_complete() -> None:
     """The interpreter also needs Triton's own library (``tl.max``, ``tl.sum``, ``tl.zeros``
     are ``@triton.jit`` functions) built in interpreter mode, i.e. ``TRITON_INTERPRET=1``
     set before the first ``import triton`` of the process."""
-    if type(tl.zeros).__name__ != "InterpretedFunction":
+    if not _interpret.library_interpreted():
         raise RuntimeError(
             "Triton was imported before TRITON_INTERPRET=1 was set, so its library functions "
             "(tl.max, tl.sum, tl.zeros) were built for the GPU and the CPU interpreter cannot "

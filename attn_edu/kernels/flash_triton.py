@@ -61,14 +61,14 @@ Explained in chapter 10 (FlashAttention II: PyTorch, Triton and memory on a GPU)
 """
 from __future__ import annotations
 
-import os
 from typing import Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from .. import _checks
-from ..torch_ops import _dtype_name, _require_tensor
+from . import _interpret
+from ..torch_ops import _require_tensor
 
 try:  # guarded: the rest of attn_edu never needs triton
     import triton
@@ -106,25 +106,11 @@ _LN2 = 0.6931471805599453  # ln(2): converts the base-2 lse back to a natural lo
 
 def interpret_mode() -> bool:
     """True when ``TRITON_INTERPRET=1`` is set now (kernels then run on the CPU)."""
-    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+    return _interpret.requested()
 
 
 # The mode the kernels below were built in (read once, when @triton.jit ran).
 _BUILT_INTERPRETED = interpret_mode()
-
-
-def _language_interpreted() -> bool:
-    """Was Triton's own library (tl.max, tl.sum, ...) built for the interpreter?
-
-    Those functions are ``@triton.jit`` functions too, decorated when ``triton`` is
-    first imported; if that happened before ``TRITON_INTERPRET=1`` was set, no kernel
-    that reduces (every attention kernel) can run interpreted in this process.
-    """
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(tl.sum, InterpretedFunction)
 
 
 def _jit(fn):
@@ -533,8 +519,8 @@ def check_triton_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
         _require_tensor(name, x)
-    dt = _checks.check_float_dtypes(q=_dtype_name(q.dtype), k=_dtype_name(k.dtype),
-                                    v=_dtype_name(v.dtype))
+    dt = _checks.check_float_dtypes(q=_checks.dtype_name(q.dtype), k=_checks.dtype_name(k.dtype),
+                                    v=_checks.dtype_name(v.dtype))
     if dt not in SUPPORTED_DTYPES:
         raise TypeError(
             f"the Triton kernel supports dtypes {', '.join(SUPPORTED_DTYPES)}; got q, k, v of "
@@ -572,7 +558,7 @@ def check_triton_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
                 "TRITON_INTERPRET=1 (Triton's interpreter; set it before importing triton); "
                 f"got tensors on {q.device} and TRITON_INTERPRET unset"
             )
-        if HAS_TRITON and not (_BUILT_INTERPRETED and _language_interpreted()):
+        if HAS_TRITON and not (_BUILT_INTERPRETED and _interpret.library_interpreted()):
             raise RuntimeError(
                 "TRITON_INTERPRET=1 was set after triton had been imported: Triton 3.9 builds "
                 "its own library (tl.max, tl.sum, ...) for the GPU at `import triton`, so "
