@@ -1,0 +1,25 @@
+"""Self-checking exercises: every chapter's "your turn" cell calls a checker here.
+
+::
+
+    from attn_edu import exercises
+
+    def my_softmax(x):
+        ...                                   # your code
+    exercises.check_stable_softmax(my_softmax)   # ✓ all 8 hidden cases passed / ✗ which case failed
+
+A checker runs your function on hidden cases (odd lengths, fully masked rows, huge
+logits, ...) and answers with a :class:`Result`: passed, or the first case that failed,
+on what input, expected vs. got. It never raises because your function is wrong or
+unfinished. ``exercises.CHECKERS`` lists every checker by name.
+
+One module per chapter (``ch03.py`` ...) holds that chapter's checkers; the shared
+machinery is in ``_harness.py``.
+"""
+from __future__ import annotations
+
+from ._harness import CHECKERS, Case, Result, compare_arrays, describe, run_cases
+from .ch03 import check_stable_softmax
+
+__all__ = ["CHECKERS", "Case", "Result", "compare_arrays", "describe", "run_cases",
+           "check_stable_softmax"]

@@ -1,0 +1,117 @@
+"""attn_edu.exercises: every checker passes a correct answer and catches wrong ones.
+
+Each chapter that adds a checker adds a correct solution to SOLUTIONS and at least one
+typical wrong answer to WRONG; the first two tests make that impossible to forget.
+"""
+import numpy as np
+import pytest
+
+from attn_edu import exercises
+
+# ---------------------------------------------------------------- chapter 03: softmax
+
+
+def _softmax_good(x):
+    m = np.max(x, axis=-1, keepdims=True)
+    m = np.where(np.isneginf(m), 0, m)
+    e = np.exp(x - m)
+    s = e.sum(-1, keepdims=True)
+    return e / np.where(s == 0, 1, s)
+
+
+def _softmax_naive(x):  # no max subtraction: 1e4 overflows
+    e = np.exp(x)
+    return e / e.sum(-1, keepdims=True)
+
+
+def _softmax_no_masked_rows(x):  # a fully -inf row gives 0/0 = NaN
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _softmax_hides_nan(x):
+    return np.nan_to_num(_softmax_good(x))
+
+
+def _softmax_float64(x):
+    return _softmax_good(x.astype(np.float64))
+
+
+def _softmax_wrong_axis(x):
+    e = np.exp(x - np.max(x, axis=0, keepdims=True))
+    return e / e.sum(0, keepdims=True)
+
+
+SOLUTIONS = {"stable_softmax": _softmax_good}
+WRONG = {
+    "stable_softmax": [_softmax_naive, _softmax_no_masked_rows, _softmax_hides_nan,
+                       _softmax_float64, _softmax_wrong_axis],
+}
+
+
+def test_every_checker_has_a_solution_and_wrong_answers():
+    assert set(exercises.CHECKERS) == set(SOLUTIONS)
+    assert set(exercises.CHECKERS) == set(WRONG)
+    assert all(len(w) >= 1 for w in WRONG.values())
+
+
+def test_every_checker_is_exported_as_check_name():
+    for name, check in exercises.CHECKERS.items():
+        assert getattr(exercises, f"check_{name}") is check
+        assert f"check_{name}" in exercises.__all__
+        assert 1 <= check.chapter <= 14
+
+
+@pytest.mark.parametrize("name", sorted(SOLUTIONS))
+def test_correct_solution_passes(name):
+    result = exercises.CHECKERS[name](SOLUTIONS[name])
+    assert result.passed, result.message
+    assert result and result.message.startswith("✓")
+    assert result.cases_run == result.cases_total >= 3
+
+
+@pytest.mark.parametrize("name,wrong", [(n, w) for n, ws in WRONG.items() for w in ws],
+                         ids=lambda x: getattr(x, "__name__", x))
+def test_wrong_answer_is_caught_with_its_case_and_input(name, wrong):
+    result = exercises.CHECKERS[name](wrong)
+    assert not result.passed
+    assert result.failed_case and result.failed_case in result.message
+    assert "input:" in result.message
+    with pytest.raises(AssertionError, match=name):
+        result.raise_if_failed()
+
+
+def test_an_unfinished_stub_is_reported_not_raised():
+    def my_softmax(x):
+        raise NotImplementedError
+
+    result = exercises.check_stable_softmax(my_softmax)
+    assert not result.passed and "not written yet" in result.message and "my_softmax" in result.message
+
+
+def test_a_crash_names_the_case_the_error_and_the_line():
+    def my_softmax(x):
+        return x.nonexistent_method()
+
+    result = exercises.check_stable_softmax(my_softmax)
+    assert not result.passed
+    assert "AttributeError" in result.message and "nonexistent_method" in result.message
+
+
+def test_returning_none_is_explained():
+    result = exercises.check_stable_softmax(lambda x: None)
+    assert not result.passed and "returned None" in result.message
+
+
+def test_a_checker_needs_a_function():
+    with pytest.raises(TypeError, match="check_stable_softmax needs your function"):
+        exercises.check_stable_softmax(np.ones(3))
+
+
+def test_compare_arrays_says_what_differs():
+    cmp = exercises.compare_arrays
+    assert cmp(np.ones(3), np.ones(3)) is None
+    assert "shape" in cmp(np.ones(3), np.ones(4))
+    assert "NaN" in cmp(np.array([np.nan]), np.array([0.0]))
+    assert "index (1,)" in cmp(np.array([0.0, 1.0]), np.array([0.0, 2.0]))
+    assert "expected inf" in cmp(np.array([1.0]), np.array([np.inf]))
