@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""How long is each chapter's main flow? The measure behind the chapter budget (BOOK.md).
+
+    python scripts/chapter_stats.py                  # a table for every chapter
+    python scripts/chapter_stats.py notebooks/05_*.ipynb --cells   # also list long visible cells
+
+Main-flow prose: the words of markdown cells, leaving out what a reader has to open to
+see -- admonitions with ``:class: dropdown`` (solutions, "Going deeper"), ``{dropdown}``
+and ``{toggle}`` directives -- and display math (``$$ ... $$`` and ``{math}`` blocks).
+A word is a whitespace-separated token that contains a letter or digit; inline math
+counts as the words it splits into.
+
+Visible code: code cells without a ``hide-input``, ``remove-input`` or ``remove-cell``
+tag; a cell's length is its number of non-blank lines.
+
+The budget (tests/test_notebooks.py): at most ``MAX_WORDS`` words of main-flow prose and
+at most ``MAX_CELL_LINES`` non-blank lines in any visible code cell.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+MAX_WORDS = 3000
+MAX_CELL_LINES = 25
+HIDDEN_TAGS = {"hide-input", "remove-input", "remove-cell"}
+
+_FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}(?P<arg>.*)$")
+
+
+def _strip_folded(md: str) -> str:
+    """Drop folded directive blocks (dropdowns, toggles) and display math from markdown."""
+    out: List[str] = []
+    lines = md.splitlines()
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i].strip())
+        if m:
+            fence, name = m.group("fence"), m.group("name")
+            # find the block's end: the same fence on a line of its own (nesting allowed
+            # for longer/shorter fences of other lengths)
+            j, depth = i + 1, 1
+            while j < len(lines):
+                s = lines[j].strip()
+                inner = _FENCE.match(s)
+                if inner and inner.group("fence") == fence:
+                    depth += 1
+                elif s == fence:
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j += 1
+            body = lines[i + 1:j]
+            options = [b.strip() for b in body if b.strip().startswith(":")]
+            folded = (name in ("dropdown", "toggle", "math")
+                      or any(re.match(r":class:.*\bdropdown\b", o) for o in options))
+            if not folded:
+                out.append(m.group("arg"))
+                out.append(_strip_folded("\n".join(b for b in body if not b.strip().startswith(":"))))
+            i = j + 1
+            continue
+        out.append(lines[i])
+        i += 1
+    text = "\n".join(out)
+    return re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
+
+
+def words(md: str) -> int:
+    """Main-flow words in a markdown string (see the module docstring)."""
+    text = _strip_folded(md)
+    text = re.sub(r"<[^>]+>", " ", text)  # HTML tags
+    return sum(1 for tok in text.split() if re.search(r"[A-Za-z0-9]", tok))
+
+
+def visible_code_cells(nb: dict) -> List[Dict[str, int]]:
+    """(index, non-blank lines) of every code cell a reader sees."""
+    cells = []
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        if HIDDEN_TAGS & set(cell.get("metadata", {}).get("tags", [])):
+            continue
+        src = "".join(cell["source"])
+        cells.append({"index": i, "lines": sum(1 for line in src.splitlines() if line.strip())})
+    return cells
+
+
+def chapter_stats(path: Path) -> Dict[str, object]:
+    nb = json.loads(Path(path).read_text())
+    md = "\n\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    code = visible_code_cells(nb)
+    return {
+        "chapter": Path(path).name,
+        "words": words(md),
+        "visible_cells": len(code),
+        "longest_cell": max((c["lines"] for c in code), default=0),
+        "long_cells": [c for c in code if c["lines"] > MAX_CELL_LINES],
+    }
+
+
+def main(argv=None) -> int:
+    root = Path(__file__).resolve().parents[1]
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("notebooks", nargs="*", type=Path)
+    ap.add_argument("--cells", action="store_true", help="list visible cells longer than the budget")
+    args = ap.parse_args(argv)
+    paths = args.notebooks or sorted((root / "notebooks").glob("*.ipynb"))
+    print(f"{'chapter':<34} {'words':>6} {'cells':>6} {'longest':>8} {'> ' + str(MAX_CELL_LINES):>5}")
+    over = False
+    for p in paths:
+        s = chapter_stats(p)
+        flag = " *" if s["words"] > MAX_WORDS or s["long_cells"] else ""
+        over |= bool(flag)
+        print(f"{s['chapter']:<34} {s['words']:>6} {s['visible_cells']:>6} {s['longest_cell']:>8} "
+              f"{len(s['long_cells']):>5}{flag}")
+        if args.cells:
+            for c in s["long_cells"]:
+                print(f"    cell {c['index']}: {c['lines']} lines")
+    print(f"budget: <= {MAX_WORDS} words of main-flow prose, <= {MAX_CELL_LINES} non-blank lines "
+          "per visible code cell (* = over)")
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
