@@ -10,31 +10,79 @@ available (they are computed on first access, so reading them is what imports to
   with ``TRITON_INTERPRET=1``, which must be set before triton is first imported;
   reading this flag does not import it).
 
-The public functions work on NumPy arrays and, with the same rules, on torch tensors.
+The layout, one module per concern::
+
+    reference            NumPy from scratch (softmax, scaled dot-product attention): the gold answer
+    reference_torch      its PyTorch twin (devices, autograd), and the naive_T of the tolerance rule
+    masks                masks (masks.build), their tiles (masks.tiles: TilePlan) and cost (masks.cost)
+    flash, flash_torch   tiled attention with the online softmax, NumPy and PyTorch
+    multihead, multihead_torch   multi-head / grouped-query attention, NumPy and nn.Module (+ KV cache)
+    kernels              Triton kernels: FlashAttention forward/backward, block-sparse forward
+    precision, scaling, positions, linear, tiny_transformer   the topics of chapters 02-04, 07, 12
+    profiling, bench     measuring: memory, time, FLOPs; sweeps, goals, the block-sparse benchmark
+    testing              the tolerance rule every implementation is held to
+    viz, widgets, notebook   figures, live explorers, the chapters' first cell
+
+Conventions (one home per concept):
+
+* **NumPy / PyTorch twins.** A concept's NumPy code lives in ``<name>.py``; where PyTorch
+  needs code of its own (autograd-safe softmax, devices, ``nn.Module`` s, a KV cache), it
+  lives in the twin module ``<name>_torch.py`` under the same public names
+  (``reference`` / ``reference_torch``, ``flash`` / ``flash_torch``, ``multihead`` /
+  ``multihead_torch``). The NumPy function accepts torch tensors too and hands them to
+  its twin, so ``attn_edu.scaled_dot_product_attention(q, k, v)`` runs PyTorch on
+  tensors; "all NumPy or all torch" is decided in one place
+  (``attn_edu._checks.uses_torch``; a mix is a TypeError). A NumPy function whose twin is
+  an ``nn.Module`` rather than a function (``multihead.multi_head_attention``) refuses
+  tensors with a message naming the module. Where one body serves both kinds because
+  the operations are spelled alike (``linear``, ``precision``), there is no twin module:
+  the few operations NumPy and torch spell differently go through ``attn_edu._backend``.
+  A builder with no array argument (``masks.causal_mask``) returns NumPy unless given
+  ``device=``. Importing ``<name>_torch`` imports torch; importing ``<name>`` never does.
+* **Names.** ``__all__`` of a module is its public API, the one the chapters use and the
+  API page documents. Other names without a leading underscore are shared between
+  attn_edu's modules; a leading underscore means "this file only", and an underscore
+  module (``_checks``, ``_backend``, ``kernels._interpret``, ``kernels._shared``) is
+  internal to the package. Python signatures and command-line flags call the tile
+  ``block_q`` x ``block_k`` (``--block-q``, ``--block-k``); ``BLOCK_M`` / ``BLOCK_N`` appear
+  only inside Triton kernels. The default tile is 64 x 64
+  (``masks.DEFAULT_BLOCK_Q``, ``masks.DEFAULT_BLOCK_K``).
+* **One home per rule.** Argument checks and the positive-integer check
+  (``_checks.check_positive_int``), the mask checks including "no NaN or +inf in a
+  float mask" (``_checks.check_mask``): ``_checks``. The causal offset ``L_k - L_q``:
+  ``masks.causal_offset``. Allowed-pair counting: ``masks.allowed_pairs``. Tile plans:
+  ``masks.TilePlan``. Machine epsilons: ``precision.FLOAT_LIMITS``. The tolerance rule:
+  ``testing``.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
 
-from . import flash, linear, masks, multihead, positions, precision, scaling
-from .masks import causal_mask, combine_masks, padding_mask
+from . import flash, linear, masks, multihead, positions, precision, profiling, reference, scaling, testing
 from .flash import flash_attention
+from .masks import causal_mask, combine_masks, padding_mask
 from .reference import scaled_dot_product_attention, softmax
 
 __version__ = "0.1.0"
 
+# The names a chapter reaches as ``attn_edu.X``: the gold-answer functions, and the
+# modules that need NumPy only (the torch twins, kernels, bench, viz and widgets are
+# imported as ``from attn_edu import reference_torch`` etc., when they are needed).
 __all__ = [
     "softmax",
     "scaled_dot_product_attention",
     "flash_attention",
-    "flash",
-    "linear",
+    "reference",
     "masks",
+    "flash",
     "multihead",
     "positions",
     "precision",
     "scaling",
+    "linear",
+    "profiling",
+    "testing",
     "causal_mask",
     "padding_mask",
     "combine_masks",

@@ -1,12 +1,19 @@
-"""Argument checks shared by the NumPy reference and the PyTorch twin.
+"""Argument checks shared by every module of attn_edu, NumPy and PyTorch alike.
 
-Every public attention function validates its arguments here, so NumPy and PyTorch
-give the same error, with the same words, for the same mistake. The checks work on
-shapes (tuples of ints) and dtype *names* (strings), so this module imports neither
-NumPy nor torch (``check_seed`` imports NumPy when it is called).
+Every public function validates its arguments here, so NumPy and PyTorch give the same
+error, with the same words, for the same mistake. The checks work on shapes (tuples of
+ints), dtype *names* (strings) and methods every array and tensor has (``.shape``,
+``.dtype``, ``!=``, ``.any()``), so this module imports neither NumPy nor torch
+(``check_seed`` imports NumPy when it is called).
 
 The rule: bad input raises ``ValueError`` (wrong value or shape) or
 ``TypeError`` (wrong kind of object or dtype) naming the argument and what was seen.
+
+This is a package-internal module (the leading underscore): its names are public to the
+other modules of attn_edu, which call them, and not part of the API the chapters use.
+One home each for: "all NumPy or all torch" (:func:`uses_torch`), the positive-integer
+check (:func:`check_positive_int`), and every library-independent check of an attention
+mask, including "no NaN or +inf in a float mask" (:func:`check_mask`).
 """
 from __future__ import annotations
 
@@ -23,21 +30,55 @@ FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
 
 
+def is_torch_tensor(x: object) -> bool:
+    """True for a ``torch.Tensor``, checked without importing torch."""
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def uses_torch(**arrays: object) -> bool:
+    """True when every argument is a torch tensor, False when none is; a mix is a TypeError.
+
+    The one statement of "all NumPy or all torch": every function that takes both kinds
+    dispatches on it. ``arrays`` maps argument names to the arguments (``None`` entries
+    are ignored), e.g. ``uses_torch(q=q, k=k, v=v)``.
+    """
+    given = {name: x for name, x in arrays.items() if x is not None}
+    kinds = {name: is_torch_tensor(x) for name, x in given.items()}
+    if any(kinds.values()) and not all(kinds.values()):
+        listing = ", ".join(f"{n} {'torch' if t else 'NumPy'}" for n, t in kinds.items())
+        names = ", ".join(given)
+        raise TypeError(f"{names} must be all NumPy arrays or all torch tensors; got a mix ({listing})")
+    return bool(given) and all(kinds.values())
+
+
+def check_mask_kind(mask: object, torch_like: bool) -> None:
+    """A mask is of the same kind as q, k and v: a torch tensor for tensors, NumPy otherwise."""
+    if mask is None or is_torch_tensor(mask) == torch_like:
+        return
+    if torch_like:
+        raise TypeError(
+            f"mask is a {type(mask).__module__}.{type(mask).__name__} but q, k, v are torch "
+            "tensors; convert it with torch.as_tensor(mask, device=q.device)"
+        )
+    raise TypeError("mask is a torch tensor but q, k, v are NumPy arrays")
+
+
 def dtype_name(x: object) -> str:
     """The dtype of an array or tensor (or a dtype itself) spelled as the checks spell it:
     ``float32`` for ``np.float32`` arrays and ``torch.float32`` tensors alike."""
     return str(getattr(x, "dtype", x)).replace("torch.", "")
 
 
-def check_seed(seed: object):
-    """A ``numpy.random.Generator`` as given, or a fresh one from an integer seed."""
+def check_seed(seed: object, name: str = "seed"):
+    """A ``numpy.random.Generator``: as given, fresh from an integer seed, or (None) from fresh entropy."""
     import numpy as np
 
     if isinstance(seed, np.random.Generator):
         return seed
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be an integer or a numpy.random.Generator; got {seed!r}")
-    return np.random.default_rng(int(seed))
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
+        raise TypeError(f"{name} must be an integer seed, a numpy.random.Generator or None; "
+                        f"got {seed!r} of type {type(seed).__name__}")
+    return np.random.default_rng(None if seed is None else int(seed))
 
 
 def check_rank(name: str, shape: Shape) -> None:
@@ -198,20 +239,33 @@ def check_causal_given_once(mask_alignment: Optional[str], causal: Optional[str]
         )
 
 
-def check_mask(dtype_name: str, shape: Shape, scores: Shape, alignment_tag: Optional[str],
-               causal: Optional[str]) -> str:
+FLOAT_MASK_VALUES = "a float mask must not contain NaN or +inf (use 0 to allow, -inf to block)"
+
+
+def check_float_mask_values(mask: object) -> None:
+    """A float mask holds finite numbers and ``-inf`` only: NaN or ``+inf`` is a ValueError.
+
+    Works on NumPy arrays and torch tensors alike (``x != x`` is true exactly for NaN).
+    """
+    if bool((mask != mask).any()) or bool((mask == float("inf")).any()):
+        raise ValueError(FLOAT_MASK_VALUES)
+
+
+def check_mask(mask: object, scores: Optional[Shape] = None, causal: Optional[str] = None) -> str:
     """Every library-independent check of an attention mask; returns "bool" or "float".
 
-    ``alignment_tag`` is the mask's ``causal_alignment`` (set on masks made by
-    ``causal_mask``), so a causal mask passed together with ``causal=...`` is caught.
+    The dtype (boolean or floating), the shape (broadcastable to ``scores`` = (..., L_q, L_k),
+    when given), the values of a float mask (:func:`check_float_mask_values`) and a causal
+    mask given twice: ``mask.causal_alignment`` (set on masks made by ``causal_mask``)
+    together with ``causal=...``. NumPy arrays and torch tensors alike.
     """
-    kind = check_mask_dtype(dtype_name)
-    check_mask_shape(shape, scores)
-    check_causal_given_once(alignment_tag, causal)
+    kind = check_mask_dtype(dtype_name(mask))
+    if scores is not None:
+        check_mask_shape(tuple(mask.shape), tuple(scores))
+    check_causal_given_once(getattr(mask, "causal_alignment", None), causal)
+    if kind == "float":
+        check_float_mask_values(mask)
     return kind
-
-
-FLOAT_MASK_VALUES = "a float mask must not contain NaN or +inf (use 0 to allow, -inf to block)"
 
 
 def check_mask_dtype(dtype_name: str) -> str:
@@ -237,22 +291,22 @@ def check_mask_shape(mask: Shape, scores: Shape) -> None:
         )
 
 
-def check_block_size(name: str, value: object) -> int:
-    """Tile sizes are positive integers."""
+def _int_at_least(name: str, value: object, minimum: int, kind: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be a positive integer; got {value!r} of type {type(value).__name__}")
-    if int(value) < 1:
-        raise ValueError(f"{name} must be at least 1; got {value}")
-    return int(value)
-
-
-def check_length(name: str, value: object, minimum: int = 0) -> int:
-    """A sequence length: an integer >= minimum."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer; got {value!r} of type {type(value).__name__}")
+        raise TypeError(f"{name} must be {kind}; got {value!r} of type {type(value).__name__}")
     if int(value) < minimum:
         raise ValueError(f"{name} must be at least {minimum}; got {value}")
     return int(value)
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """A positive integer (>= 1; bools rejected): tile sizes, windows, head dimensions, counts."""
+    return _int_at_least(name, value, 1, "a positive integer")
+
+
+def check_length(name: str, value: object, minimum: int = 0) -> int:
+    """A sequence length or a count: an integer >= ``minimum`` (0 by default; bools rejected)."""
+    return _int_at_least(name, value, minimum, "an integer")
 
 
 def same_devices(**devices: object) -> None:

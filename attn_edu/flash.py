@@ -19,16 +19,17 @@ output is :math:`O_i = A / \ell` and the log-sum-exp :math:`m + \log \ell`. Thes
 out inline on the unnormalised accumulator ``A`` so that the exponentials of a tile are
 computed once (see the note in :func:`flash_attention`).
 
-Tiles that the mask or causality leave empty are **skipped** (never computed):
-:func:`tile_layout` finds them with :func:`attn_edu.masks.causal_block_layout` and
-:func:`attn_edu.masks.block_layout`; tiles that are entirely allowed skip the element
-mask too (:func:`attn_edu.masks.full_blocks`). Peak extra memory is
-O(block_q * block_k + L * d) per batch element, never O(L_q * L_k) (besides a mask
-the caller passes in).
+Tiles that the mask or causality leave empty are **skipped** (never computed), and tiles
+that are entirely allowed skip the element mask too: the tile plan of
+``attn_edu.masks.tiles`` (:class:`~attn_edu.masks.TilePlan`), worked out one row
+block at a time inside the loop, or built once with :func:`attn_edu.masks.plan_tiles`
+and passed as ``mask=``. Peak extra memory is O(block_q * block_k + L * d) per batch
+element, never O(L_q * L_k) (besides a mask the caller passes in).
 
-NumPy arrays run the NumPy loop; torch tensors (CPU or CUDA) run the PyTorch twin
-(same loop, plain differentiable torch ops). ``import attn_edu.flash`` needs NumPy only.
-Chapter 09 builds this from scratch; chapter 10 moves it to the GPU.
+NumPy arrays run the NumPy loop here; torch tensors (CPU or CUDA) run the PyTorch twin,
+:func:`attn_edu.flash_torch.flash_attention` (same loop, plain differentiable torch ops).
+``import attn_edu.flash`` needs NumPy only. Chapter 09 builds this from scratch; chapter
+10 moves it to the GPU.
 """
 from __future__ import annotations
 
@@ -40,10 +41,12 @@ from typing import Any, List, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _checks, masks
-from .reference import is_torch_tensor, prepare_inputs, uses_torch
+from . import _checks
+from .masks import causal_block, causal_offset
+from .masks.tiles import mask_tile, plan_tiles, row_block_tiles, tile_bounds, unpack_plan
+from .reference import prepare_inputs
 
-__all__ = ["TilePlan", "TileRecord", "flash_attention", "plan_tiles", "tile_layout"]
+__all__ = ["TileRecord", "flash_attention"]
 
 
 @dataclass(frozen=True)
@@ -76,158 +79,25 @@ class TileRecord:
     l: Any
     o: Any
 
-
-# ----------------------------------------------------------------------------- planning
-def _causal_full_blocks(lq: int, lk: int, block_q: int, block_k: int, align: str) -> np.ndarray:
-    """Tiles entirely inside the causal region: the tile's last key is visible to its
-    first query, ``min((j+1)*block_k, lk) - 1 <= i*block_q + offset``. Shape (nq, nk)."""
-    offset = 0 if align == "top_left" else lk - lq
-    nq, nk = -(-lq // block_q), -(-lk // block_k)
-    first_query = np.arange(nq) * block_q  # (nq,)
-    last_key = np.minimum((np.arange(nk) + 1) * block_k, lk) - 1  # (nk,)
-    return last_key[None, :] <= (first_query + offset)[:, None]  # (nq, nk)
-
-
-def _strip_tiles(mask: np.ndarray, kind: str, i: int, lq: int, lk: int, block_q: int,
-                 block_k: int, align: Optional[str]) -> Tuple[np.ndarray, np.ndarray]:
-    """(non-empty, full) key tiles of query strip ``i``: two boolean rows of shape (nk,).
-
-    ``mask`` is boolean (``kind="bool"``) or additive float (``-inf`` blocks), with at
-    least 2 axes and broadcastable to (..., lq, lk); causality (``align``) is intersected
-    within the strip, so only O(block_q * lk) booleans ever exist. A tile is non-empty
-    when it is non-empty for *some* batch element (the loop is vectorised over the batch)
-    and full when it is full for *every* one. A mask axis of size 1 (e.g. a (B, 1, L_k)
-    padding mask) is broadcast, never enlarged.
-    """
-    nk = -(-lk // block_k)
-    r0, r1 = i * block_q, min((i + 1) * block_q, lq)
-    strip = mask[..., _sub(mask.shape[-2], lq, r0, r1), :]  # (..., bq or 1, Lk or 1)
-    if kind != "bool":
-        strip = ~np.isneginf(strip)
-    if align is not None:
-        offset = 0 if align != "bottom_right" else lk - lq
-        tri = np.arange(lk)[None, :] <= np.arange(r0, r1)[:, None] + offset  # (bq, Lk)
-        strip = strip & tri  # (..., bq, Lk)
-    # Reduce the strip's rows first (contiguous, cheap), then the columns of each tile:
-    # the same answer as masks.block_layout / full_blocks on the strip, several times
-    # faster. Only a non-empty tile can be full, so "full" is checked on those alone:
-    # planning reads the mask about once, which matters for sparse patterns.
-    col_any = np.logical_or.reduce(strip, axis=-2)  # (..., Lk or 1)
-    lead = tuple(range(col_any.ndim - 1))  # (..., nk or 1) -> (nk or 1,)
-    if col_any.shape[-1] != lk or lk == 1:  # the mask broadcasts over keys
-        full = np.logical_and.reduce(strip, axis=-2).all(axis=lead)
-        return (np.broadcast_to(col_any.any(axis=lead), (nk,)).copy(),
-                np.broadcast_to(full, (nk,)).copy())
-    pad = nk * block_k - lk  # past the end "any" sees False
-    if pad:
-        col_any = np.concatenate([col_any, np.zeros(col_any.shape[:-1] + (pad,), bool)], axis=-1)
-    layout = col_any.reshape(col_any.shape[:-1] + (nk, block_k)).any(axis=-1).any(axis=lead)
-    full = np.zeros(nk, dtype=bool)
-    for j in np.flatnonzero(layout):
-        full[j] = bool(strip[..., j * block_k:(j + 1) * block_k].all())
-    return layout, full
+    @classmethod
+    def capture(cls, i: int, j: int, rows: Tuple[int, int], cols: Tuple[int, int], skipped: bool,
+                masked: bool, m: Any, l: Any, acc: Any) -> "TileRecord":
+        """A copy of the running statistics after tile (i, j), with ``o = acc / l`` (0 where
+        l = 0); NumPy arrays or torch tensors (detached)."""
+        if _checks.is_torch_tensor(acc):
+            m, l, acc = m.detach().clone(), l.detach().clone(), acc.detach()
+            denom = l.clone()
+            denom[denom == 0] = 1
+        else:
+            m, l = m.copy(), l.copy()
+            denom = np.where(l == 0, 1, l)
+        return cls(i, j, rows, cols, skipped, masked, m, l, acc / denom[..., None])
 
 
-def tile_layout(lq: int, lk: int, block_q: int = 64, block_k: int = 64,
-                mask: Optional[np.ndarray] = None, causal: Union[bool, str] = False
-                ) -> Tuple[np.ndarray, np.ndarray]:
-    """Which tiles :func:`flash_attention` computes, and which of those need the element mask.
-
-    Returns ``(computed, partial)``, boolean arrays of shape
-    ``(ceil(lq / block_q), ceil(lk / block_k))``: ``computed[i, j]`` is False for a tile
-    that the mask and/or causality leave empty (it is skipped), ``partial[i, j]`` is True
-    for a computed tile that is only partly allowed (the mask is applied element-wise;
-    a fully allowed tile skips that work). ``mask`` is boolean (True = may attend) or
-    float (``-inf`` blocks), broadcastable to (..., lq, lk); with a batch of masks a tile
-    is computed when any batch element needs it. Causal layouts come from
-    :func:`attn_edu.masks.causal_block_layout` without building the causal mask; with a
-    mask too, mask and causality are intersected one strip of rows at a time. Drawn in
-    chapter 09.
-    """
-    lq, lk = _checks.check_length("lq", lq), _checks.check_length("lk", lk)
-    block_q = _checks.check_block_size("block_q", block_q)
-    block_k = _checks.check_block_size("block_k", block_k)
-    align = _checks.check_causal(causal)
-    nq, nk = -(-lq // block_q), -(-lk // block_k)
-    computed = np.ones((nq, nk), dtype=bool)
-    full = np.ones((nq, nk), dtype=bool)
-    if align is not None:
-        computed &= masks.causal_block_layout(lq, lk, block_q, block_k, align)
-        full &= _causal_full_blocks(lq, lk, block_q, block_k, align)
-    if mask is not None:
-        mask = np.asarray(mask.cpu().numpy() if is_torch_tensor(mask) else mask)
-        kind = _checks.check_mask_dtype(mask.dtype.name)
-        mask = mask.reshape((1,) * max(0, 2 - mask.ndim) + mask.shape)
-        for i in range(nq):  # mask & causal together may empty a tile neither empties alone
-            lay, ful = _strip_tiles(mask, kind, i, lq, lk, block_q, block_k, align)
-            computed[i] &= lay
-            full[i] &= ful
-    return computed, computed & ~full
-
-
-@dataclass(frozen=True)
-class TilePlan:
-    """A mask together with its tile layout, built once by :func:`plan_tiles`.
-
-    Pass it as ``mask=`` to :func:`flash_attention` to reuse the layout across calls (every
-    head, layer and step that shares the pattern), as FlexAttention reuses its block mask:
-    the layout then costs nothing per call, where working it out reads the whole
-    (L_q, L_k) mask. The plan holds a private, read-only copy of the mask, so the mask
-    and its layout cannot drift apart; the block sizes and ``causal`` it was built with
-    must match the call (a mismatch is a ValueError).
-    """
-
-    mask: np.ndarray  # read-only copy, (..., lq, lk), bool or float
-    kind: str  # "bool" or "float"
-    block_q: int
-    block_k: int
-    causal: Optional[str]  # None, "top_left" or "bottom_right"
-    computed: np.ndarray  # (nq, nk) bool
-    partial: np.ndarray  # (nq, nk) bool
-
-    @property
-    def density(self) -> float:
-        """The fraction of tiles computed (1.0 = dense)."""
-        return masks.block_density(self.computed)
-
-
-def plan_tiles(mask: np.ndarray, block_q: int = 64, block_k: int = 64,
-               causal: Union[bool, str] = False) -> TilePlan:
-    """Build a :class:`TilePlan`: a copy of ``mask`` and :func:`tile_layout` of it.
-
-    ``mask`` is a NumPy boolean (True = may attend) or float (``-inf`` blocks) mask whose
-    last two axes are the full (L_q, L_k); leading axes may broadcast. Chapter 11 uses
-    it for the speed of sparse patterns.
-    """
-    if is_torch_tensor(mask):
-        raise TypeError("plan_tiles takes a NumPy mask (the PyTorch path plans each call)")
-    tag = getattr(mask, "causal_alignment", None)  # a CausalMask's alignment (lost in the copy)
-    mask = np.array(mask, copy=True)  # private copy: the plan cannot go stale
-    kind = _checks.check_mask_dtype(mask.dtype.name)
-    if mask.ndim < 2:
-        raise ValueError(f"mask must have at least 2 dimensions (..., L_q, L_k); got shape {mask.shape}")
-    if kind == "float" and (np.isnan(mask).any() or np.isposinf(mask).any()):
-        raise ValueError(_checks.FLOAT_MASK_VALUES)
-    align = _checks.check_causal(causal)
-    _checks.check_causal_given_once(tag, align)
-    mask.flags.writeable = False
-    lq, lk = mask.shape[-2:]
-    computed, partial = tile_layout(lq, lk, block_q, block_k, mask=mask, causal=align or False)
-    computed.flags.writeable = False
-    partial.flags.writeable = False
-    return TilePlan(mask, kind, int(block_q), int(block_k), align, computed, partial)
-
-
-def _tile_slices(lq: int, lk: int, block_q: int, block_k: int):
-    nq, nk = -(-lq // block_q), -(-lk // block_k)
-    rows = [(i * block_q, min((i + 1) * block_q, lq)) for i in range(nq)]
-    cols = [(j * block_k, min((j + 1) * block_k, lk)) for j in range(nk)]
-    return rows, cols
-
-
-def _sub(axis_len: int, full_len: int, start: int, stop: int):
-    """The slice of a mask axis for [start, stop): all of it when the mask broadcasts (size 1)."""
-    return slice(None) if axis_len == 1 and full_len != 1 else slice(start, stop)
+def pack_outputs(out: Any, lse: Any, trace: list, return_lse: bool, return_trace: bool):
+    """``out``, or the tuple ``(out, lse)``, ``(out, trace)`` or ``(out, lse, trace)`` asked for."""
+    extras = ([lse] if return_lse else []) + ([trace] if return_trace else [])
+    return (out, *extras) if extras else out
 
 
 # ----------------------------------------------------------------------------- NumPy loop
@@ -280,16 +150,18 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
     lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
     dt = q.dtype.type
     scale, neg_inf = dt(s), dt(-np.inf)
+    offset = None if align is None else causal_offset(lq, lk, align)
     # Causality's tiles are known up front; a mask's are worked out strip by strip inside
     # each row block (so on every core, and while that strip of the mask is in cache).
     if plan is not None:  # built once by plan_tiles: nothing left to work out (read only)
-        computed, partial = plan.computed, plan.partial
+        merged = plan.merged()
+        computed, partial = merged.computed, merged.partial
     else:
-        computed, partial = tile_layout(lq, lk, block_q, block_k, causal=align or False)
+        causal_plan = plan_tiles(lq=lq, lk=lk, block_q=block_q, block_k=block_k, causal=align or False)
+        computed, partial = causal_plan.computed.copy(), causal_plan.partial.copy()
     if mask is not None and mask.ndim < 2:
         mask = mask.reshape((1,) * (2 - mask.ndim) + mask.shape)
-    offset = 0 if align != "bottom_right" else lk - lq
-    rows, cols = _tile_slices(lq, lk, block_q, block_k)
+    rows, cols = tile_bounds(lq, block_q), tile_bounds(lk, block_k)
     kt = np.swapaxes(k, -1, -2)  # (..., Dk, Lk): a view, BLAS reads it transposed
     out = np.zeros(tuple(batch) + (lq, dv), dtype=q.dtype)  # (..., Lq, Dv)
     lse = np.full(tuple(batch) + (lq,), -np.inf, dtype=q.dtype) if return_lse else None
@@ -299,9 +171,10 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
         """One block of query rows against every non-empty key tile (the online softmax)."""
         r0, r1 = rows[i]
         if mask is not None and plan is None:  # this strip's tiles: non-empty and full ones
-            lay, ful = _strip_tiles(mask, mask_kind, i, lq, lk, block_q, block_k, align)
-            computed[i] &= lay
-            partial[i] = computed[i] & ~(ful & ~partial[i])
+            lay, ful = row_block_tiles(mask, i, lq, lk, block_q, block_k, offset)  # (..., nk)
+            lead = tuple(range(lay.ndim - 1))  # non-empty for some batch element, full for all
+            computed[i] = lay.any(axis=lead)
+            partial[i] = computed[i] & ~ful.all(axis=lead)
         qi = q[..., r0:r1, :]  # (..., bq, Dk)
         m = np.full(tuple(batch) + (r1 - r0,), neg_inf)  # running max      (..., bq)
         l = np.zeros(tuple(batch) + (r1 - r0,), dtype=q.dtype)  # running sum (..., bq)
@@ -309,13 +182,13 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
         for j, (c0, c1) in enumerate(cols):
             if not computed[i, j]:  # empty tile: exp(-inf) = 0 everywhere, skip it
                 if return_trace:
-                    trace.append(_record(i, j, r0, r1, c0, c1, True, False, m, l, acc))
+                    trace.append(TileRecord.capture(i, j, (r0, r1), (c0, c1), True, False, m, l, acc))
                 continue
             st = np.matmul(qi, kt[..., c0:c1])  # scores tile (..., bq, bk)
             st *= scale
             keep = None
             if mask is not None:
-                mt = mask[..., _sub(mask.shape[-2], lq, r0, r1), _sub(mask.shape[-1], lk, c0, c1)]
+                mt = mask_tile(mask, lq, lk, r0, r1, c0, c1)  # (..., bq or 1, bk or 1)
                 if mask_kind == "float":
                     if partial[i, j]:
                         keep = ~np.isneginf(mt)
@@ -323,8 +196,8 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
                     st += mt.astype(q.dtype, copy=False)
                 elif partial[i, j]:
                     keep = mt
-            if align is not None and partial[i, j]:
-                tri = (np.arange(c0, c1)[None, :] <= np.arange(r0, r1)[:, None] + offset)  # (bq, bk)
+            if offset is not None and partial[i, j]:
+                tri = causal_block(r0, r1, c0, c1, offset)  # (bq, bk)
                 keep = tri if keep is None else (keep & tri)
             if keep is not None:
                 np.copyto(st, neg_inf, where=~keep)  # blocked scores -> -inf
@@ -339,7 +212,8 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
             acc += np.matmul(p, v[..., c0:c1, :])  # (..., bq, bk) @ (..., bk, Dv)
             m = m_new
             if return_trace:
-                trace.append(_record(i, j, r0, r1, c0, c1, False, keep is not None, m, l, acc))
+                trace.append(TileRecord.capture(i, j, (r0, r1), (c0, c1), False, keep is not None,
+                                                m, l, acc))
         out[..., r0:r1, :] = acc / np.where(l == 0, dt(1), l)[..., None]  # fully masked row -> 0
         if return_lse:
             with np.errstate(divide="ignore"):  # l = 0 only when m = -inf: no allowed key
@@ -356,99 +230,6 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
                     row_block(i)
             else:  # row blocks are independent: each worker owns its own m, l, A and tile
                 list(_pool(workers).map(row_block, range(len(rows))))
-    return out, lse, trace
-
-
-def _record(i, j, r0, r1, c0, c1, skipped, masked, m, l, acc) -> TileRecord:
-    if is_torch_tensor(acc):
-        denom = l.detach().clone()
-        denom[denom == 0] = 1
-        o = acc.detach() / denom[..., None]
-        return TileRecord(i, j, (r0, r1), (c0, c1), skipped, masked,
-                          m.detach().clone(), l.detach().clone(), o)
-    o = acc / np.where(l == 0, 1, l)[..., None]
-    return TileRecord(i, j, (r0, r1), (c0, c1), skipped, masked, m.copy(), l.copy(), o)
-
-
-# ----------------------------------------------------------------------------- PyTorch twin
-def _flash_torch(q, k, v, mask, causal, scale, block_q, block_k, return_trace, return_lse,
-                 enable_gqa):
-    """The PyTorch twin: same checks as :func:`attn_edu.torch_ops.scaled_dot_product_attention`, same loop as the NumPy one."""
-    import torch
-
-    from .torch_ops import prepare_inputs
-
-    q, k, v, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
-    lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
-    scores_shape = tuple(batch) + (lq, lk)
-    kind = None
-    if mask is not None:
-        kind = _checks.check_mask(_checks.dtype_name(mask.dtype), tuple(mask.shape), scores_shape,
-                                  getattr(mask, "causal_alignment", None), align)
-        if kind == "float" and (bool(torch.isnan(mask).any()) or bool(torch.isposinf(mask).any())):
-            raise ValueError(_checks.FLOAT_MASK_VALUES)
-    block_q = _checks.check_block_size("block_q", block_q)
-    block_k = _checks.check_block_size("block_k", block_k)
-
-    layout_mask = None
-    if mask is not None:  # the layout is computed on the host from the (small) boolean pattern
-        layout_mask = (mask if kind == "bool" else ~torch.isneginf(mask.detach())).cpu().numpy()
-    computed, partial = tile_layout(lq, lk, block_q, block_k, mask=layout_mask, causal=align or False)
-    if mask is not None and mask.dim() < 2:
-        mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape))
-    offset = 0 if align != "bottom_right" else lk - lq
-    rows, cols = _tile_slices(lq, lk, block_q, block_k)
-    dev, dtype = q.device, q.dtype
-    kt = k.transpose(-1, -2)  # (..., Dk, Lk)
-    outs, lses = [], []
-    trace: List[TileRecord] = []
-    for i, (r0, r1) in enumerate(rows):
-        qi = q[..., r0:r1, :]  # (..., bq, Dk)
-        shape = tuple(batch) + (r1 - r0,)
-        m = torch.full(shape, float("-inf"), dtype=dtype, device=dev)  # (..., bq)
-        l = torch.zeros(shape, dtype=dtype, device=dev)  # (..., bq)
-        acc = torch.zeros(shape + (dv,), dtype=dtype, device=dev)  # (..., bq, Dv)
-        for j, (c0, c1) in enumerate(cols):
-            if not computed[i, j]:
-                if return_trace:
-                    trace.append(_record(i, j, r0, r1, c0, c1, True, False, m, l, acc))
-                continue
-            st = (qi @ kt[..., c0:c1]) * s  # (..., bq, bk)
-            keep = None
-            if mask is not None:
-                mt = mask[..., _sub(mask.shape[-2], lq, r0, r1), _sub(mask.shape[-1], lk, c0, c1)]
-                if kind == "float":
-                    if partial[i, j]:
-                        keep = ~torch.isneginf(mt)
-                        mt = torch.where(keep, mt, torch.zeros_like(mt))  # no -inf in the graph
-                    st = st + mt.to(dtype)
-                elif partial[i, j]:
-                    keep = mt
-            if align is not None and partial[i, j]:
-                ri = torch.arange(r0, r1, device=dev)[:, None]
-                ci = torch.arange(c0, c1, device=dev)[None, :]
-                tri = ci <= ri + offset  # (bq, bk)
-                keep = tri if keep is None else (keep & tri)
-            if keep is not None:
-                st = st.masked_fill(~keep, float("-inf"))  # blocked -> -inf, gradient 0 there
-            # the max is only a shift (softmax is shift-invariant): detach it, as torch_ops does
-            m_new = torch.maximum(m, st.detach().amax(dim=-1))  # (..., bq)
-            m_safe = torch.where(torch.isneginf(m_new), torch.zeros_like(m_new), m_new)
-            p = torch.exp(st - m_safe[..., None])  # (..., bq, bk); blocked entries exactly 0
-            alpha = torch.exp(m - m_safe)  # (..., bq)
-            l = l * alpha + p.sum(dim=-1)
-            acc = acc * alpha[..., None] + p @ v[..., c0:c1, :]  # (..., bq, Dv)
-            m = m_new
-            if return_trace:
-                trace.append(_record(i, j, r0, r1, c0, c1, False, keep is not None, m, l, acc))
-        outs.append(acc / torch.where(l == 0, torch.ones_like(l), l)[..., None])
-        if return_lse:
-            lse = m + torch.log(torch.where(l == 0, torch.ones_like(l), l))
-            lses.append(torch.where(l == 0, torch.full_like(lse, float("-inf")), lse))
-    out = torch.cat(outs, dim=-2) if outs else torch.zeros(tuple(batch) + (0, dv), dtype=dtype, device=dev)
-    lse = None
-    if return_lse:
-        lse = torch.cat(lses, dim=-1) if lses else torch.zeros(tuple(batch) + (0,), dtype=dtype, device=dev)
     return out, lse, trace
 
 
@@ -482,10 +263,11 @@ def flash_attention(
     zeros, never NaN. Any lengths work, including ones the blocks do not divide.
 
     Args:
-        mask: as in the reference, or a :class:`TilePlan` from :func:`plan_tiles` (NumPy
-            only), which carries the mask and its tile layout so repeated calls skip the
-            planning.
-        block_q, block_k: tile sizes (positive integers; default 64, or the plan's).
+        mask: as in the reference, or a :class:`~attn_edu.masks.TilePlan` from
+            :func:`attn_edu.masks.plan_tiles`, which carries the mask and its tile layout
+            so repeated calls skip the planning.
+        block_q, block_k: tile sizes (positive integers; default
+            ``attn_edu.masks.DEFAULT_BLOCK_Q`` x ``DEFAULT_BLOCK_K`` = 64 x 64, or the plan's).
         return_lse: also return the log-sum-exp of each query row's scores,
             ``m + log(l)``, shape (..., L_q) (``-inf`` for a fully masked row). The
             backward pass of FlashAttention needs only this, not the weights.
@@ -497,12 +279,13 @@ def flash_attention(
     Returns ``out``, or a tuple ``(out, lse)``, ``(out, trace)`` or ``(out, lse, trace)``.
 
     Skipped work: tiles that the mask or causality leave empty are never computed
-    (see :func:`tile_layout`), and fully allowed tiles skip the element mask. Peak
+    (see :class:`~attn_edu.masks.TilePlan`), and fully allowed tiles skip the element mask. Peak
     extra memory is O(block_q * block_k + L * d) per batch element. Everything is
     computed in the input dtype (float32 stays float32).
 
-    Torch tensors (CPU or CUDA) run the PyTorch twin, with the errors of
-    :func:`attn_edu.torch_ops.scaled_dot_product_attention` and autograd through plain torch ops (its backward keeps
+    Torch tensors (CPU or CUDA) run the PyTorch twin :func:`attn_edu.flash_torch.flash_attention`,
+    with the errors of :func:`attn_edu.reference_torch.scaled_dot_product_attention` and
+    autograd through plain torch ops (its backward keeps
     every tile's probabilities, so memory during training is not reduced; chapter 10's
     Triton kernel recomputes them instead); fully masked rows get zero outputs and zero,
     finite gradients.
@@ -519,46 +302,24 @@ def flash_attention(
 
     Explained in chapter 09.
     """
-    plan = mask if isinstance(mask, TilePlan) else None
-    if plan is not None:
-        mask = plan.mask
-        for name, given, planned in (("block_q", block_q, plan.block_q),
-                                     ("block_k", block_k, plan.block_k)):
-            if given is not None and _checks.check_block_size(name, given) != planned:
-                raise ValueError(f"{name}={given} but the TilePlan was built with {name}={planned}")
-        block_q, block_k = plan.block_q, plan.block_k
-        if _checks.check_causal(causal) != plan.causal:
-            raise ValueError(f"causal={causal!r} but the TilePlan was built with causal={plan.causal!r}")
-    block_q = 64 if block_q is None else block_q
-    block_k = 64 if block_k is None else block_k
-    if uses_torch(q, k, v):
-        if plan is not None:
-            raise TypeError("a TilePlan is for NumPy inputs; pass the mask itself with torch tensors")
-        out, lse, trace = _flash_torch(q, k, v, mask, causal, scale, block_q, block_k,
-                                       return_trace, return_lse, enable_gqa)
-        return _pack(out, lse, trace, return_lse, return_trace)
+    if _checks.uses_torch(q=q, k=k, v=v):
+        from . import flash_torch
+
+        return flash_torch.flash_attention(q, k, v, mask, causal, scale, block_q, block_k,
+                                           return_trace, return_lse, enable_gqa)
+    mask, plan, block_q, block_k = unpack_plan(mask, causal, block_q, block_k)
     q, k, v, mask, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
     lq, lk = q.shape[-2], k.shape[-2]
+    if plan is not None and (plan.lq, plan.lk) != (lq, lk):
+        raise ValueError(f"the TilePlan is for (L_q, L_k) = {(plan.lq, plan.lk)}; q and k give {(lq, lk)}")
     kind = None
-    if plan is not None and plan.mask.shape[-2:] != (lq, lk):
-        raise ValueError(f"the TilePlan is for (L_q, L_k) = {plan.mask.shape[-2:]}; "
-                         f"q and k give {(lq, lk)}")
-    if plan is not None:
-        kind = _checks.check_mask(mask.dtype.name, tuple(mask.shape), tuple(batch) + (lq, lk),
-                                  None, align)
+    if mask is not None and plan is not None:  # checked when the plan was built
+        _checks.check_mask_shape(tuple(mask.shape), tuple(batch) + (lq, lk))
+        kind = _checks.check_mask_dtype(_checks.dtype_name(mask))
     elif mask is not None:
-        kind = _checks.check_mask(mask.dtype.name, tuple(mask.shape), tuple(batch) + (lq, lk),
-                                  getattr(mask, "causal_alignment", None), align)
+        kind = _checks.check_mask(mask, tuple(batch) + (lq, lk), align)
+    if mask is not None:
         mask = np.asarray(mask)
-        if kind == "float" and (np.isnan(mask).any() or np.isposinf(mask).any()):
-            raise ValueError(_checks.FLOAT_MASK_VALUES)
-    block_q = _checks.check_block_size("block_q", block_q)
-    block_k = _checks.check_block_size("block_k", block_k)
     out, lse, trace = _flash_numpy(q, k, v, mask, kind, align, s, block_q, block_k, batch,
                                    return_trace, return_lse, plan)
-    return _pack(out, lse, trace, return_lse, return_trace)
-
-
-def _pack(out, lse, trace, return_lse, return_trace):
-    extras = ([lse] if return_lse else []) + ([trace] if return_trace else [])
-    return (out, *extras) if extras else out
+    return pack_outputs(out, lse, trace, return_lse, return_trace)

@@ -48,6 +48,11 @@ torch is imported only when tensors are passed.
 The fast linear forms accept masks over *keys* only (shape ``(..., 1, L_k)``, e.g.
 ``attn_edu.masks.key_mask(valid)``) plus ``causal=...``: a mask that differs from query to
 query does not factorise. :func:`linear_attention_quadratic` takes any boolean mask.
+
+Why one file of more than 600 lines: chapter 12's three variants share one argument
+handling (``_qkv``, the masks over keys) and one core (``_linear_core``, which Performer
+reuses with its random features); additive attention is the short remainder, kept with
+them because the chapter compares all three on the same inputs.
 """
 from __future__ import annotations
 
@@ -56,8 +61,11 @@ from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _checks
-from .reference import is_torch_tensor, prepare_mask, softmax
+from . import _checks, reference
+from ._backend import Ops
+from ._checks import is_torch_tensor
+from .masks import causal_offset
+from .reference import softmax
 
 __all__ = [
     "FEATURE_MAPS",
@@ -83,46 +91,14 @@ FeatureMap = Union[str, Callable[[Array], Array]]
 Seed = Union[int, np.random.Generator]
 
 
-# --------------------------------------------------------------------------- backend
-def _where0(torch_like: bool, cond: Array, x: Array) -> Array:
-    """``x`` where ``cond``, else exactly 0 (dtype and device of x)."""
-    if torch_like:
-        import torch
-
-        return torch.where(cond, x, torch.zeros((), dtype=x.dtype, device=x.device))
-    return np.where(cond, x, x.dtype.type(0))
-
-
-def _exp(torch_like: bool, x: Array) -> Array:
-    if torch_like:
-        import torch
-
-        return torch.exp(x)
-    return np.exp(x)
-
-
-def _amax(torch_like: bool, x: Array, axis, keepdims: bool = True) -> Array:
-    return x.amax(dim=axis, keepdim=keepdims) if torch_like else np.max(x, axis=axis, keepdims=keepdims)
-
-
-def _stack(torch_like: bool, xs, axis: int) -> Array:
-    if torch_like:
-        import torch
-
-        return torch.stack(xs, dim=axis)
-    return np.stack(xs, axis=axis)
-
-
+# --------------------------------------------------------------------------- inputs
 def _qkv(q: Array, k: Array, v: Array, *, same_dk: bool = True):
     """Validate q, k, v (all NumPy or all torch, one float dtype, (..., L, D) shapes).
 
     Returns (q, k, v, batch shape, torch_like). With ``same_dk=False`` (additive
     attention) q and k may have different last dimensions.
     """
-    tensors = [is_torch_tensor(x) for x in (q, k, v)]
-    if any(tensors) and not all(tensors):
-        raise TypeError("q, k and v must be all NumPy arrays or all torch tensors; got a mix")
-    torch_like = all(tensors)
+    torch_like = _checks.uses_torch(q=q, k=k, v=v)
     if torch_like:
         _checks.same_devices(q=q.device, k=k.device, v=v.device)
     else:
@@ -141,16 +117,10 @@ def _bool_mask(mask: Any, torch_like: bool, device: Any, what: str) -> Any:
     """Same kind as q/k/v; boolean only (``what`` names the function for the message)."""
     if mask is None:
         return None
+    _checks.check_mask_kind(mask, torch_like)
     if torch_like:
-        if not is_torch_tensor(mask):
-            raise TypeError(
-                f"mask is a {type(mask).__module__}.{type(mask).__name__} but q, k, v are torch "
-                "tensors; convert it with torch.as_tensor(mask, device=q.device)"
-            )
         _checks.same_devices(q=device, mask=mask.device)
     else:
-        if is_torch_tensor(mask):
-            raise TypeError("mask is a torch tensor but q, k, v are NumPy arrays")
         mask = np.asanyarray(mask)  # keeps a CausalMask's alignment tag
     kind = _checks.check_mask_dtype(_checks.dtype_name(mask))
     if kind != "bool":
@@ -160,6 +130,12 @@ def _bool_mask(mask: Any, torch_like: bool, device: Any, what: str) -> Any:
             "with mask == 0 (0 allows, -inf blocks)."
         )
     return mask
+
+
+def _prepare_mask(mask: Any, scores_shape: Tuple[int, ...], align: Optional[str], q: Array,
+                  torch_like: bool):
+    """(allowed, additive) from the reference's mask logic, NumPy or torch."""
+    return reference.prepare_mask(mask, scores_shape, align, q.device if torch_like else None)
 
 
 def _key_mask(mask: Any, scores_shape: Tuple[int, ...], align: Optional[str], what: str) -> Any:
@@ -258,13 +234,12 @@ def _normalise(num: Array, den: Array, eps: float, torch_like: bool) -> Array:
     den = den + eps
     zero = den == 0
     safe = den + zero.to(den.dtype) if torch_like else np.where(zero, den.dtype.type(1), den)
-    return _where0(torch_like, ~zero[..., None], num / safe[..., None])
+    return Ops(torch_like).where0(~zero[..., None], num / safe[..., None])
 
 
 def _offsets(lq: int, lk: int, align: str) -> Tuple[np.ndarray, np.ndarray]:
     """For each query: the index of the last key it may see, and whether it sees any."""
-    offset = 0 if align == "top_left" else lk - lq
-    last = np.arange(lq) + offset  # (Lq,)
+    last = np.arange(lq) + causal_offset(lq, lk, align)  # (Lq,)
     return np.clip(last, 0, max(lk - 1, 0)), last >= 0
 
 
@@ -285,15 +260,11 @@ def _linear_core(phi_q: Array, phi_k: Array, v: Array, align: Optional[str], eps
     kv = (phi_k[..., :, :, None] * v[..., :, None, :]).cumsum(-3)  # (..., Lk, F, Dv)
     z = phi_k.cumsum(-2)  # (..., Lk, F)
     idx, seen = _offsets(lq, lk, align)  # (Lq,), (Lq,)
-    if torch_like:
-        import torch
-
-        idx = torch.as_tensor(idx, device=phi_q.device)
-        seen = torch.as_tensor(seen, device=phi_q.device)
+    idx, seen = Ops(torch_like).as_index(idx, phi_q), Ops(torch_like).as_index(seen, phi_q)
     num = (phi_q[..., :, None, :] @ kv[..., idx, :, :])[..., 0, :]  # (..., Lq, 1, F) @ (..., Lq, F, Dv)
     den = (phi_q * z[..., idx, :]).sum(-1)  # (..., Lq)
-    num = _where0(torch_like, seen[:, None], num)  # queries before the first key see nothing
-    den = _where0(torch_like, seen, den)
+    num = Ops(torch_like).where0(seen[:, None], num)  # queries before the first key see nothing
+    den = Ops(torch_like).where0(seen, den)
     return _normalise(num, den, eps, torch_like)
 
 
@@ -312,8 +283,8 @@ def _prepare_linear(q, k, v, feature_map, causal, mask, eps, what):
             f"feature_map gave q and k different feature sizes: {tuple(phi_q.shape)} and {tuple(phi_k.shape)}"
         )
     if keys is not None:  # masked keys contribute nothing: zero features and values
-        phi_k = _where0(torch_like, keys, phi_k)  # (..., Lk, F)
-        v = _where0(torch_like, keys, v)  # (..., Lk, Dv)
+        phi_k = Ops(torch_like).where0(keys, phi_k)  # (..., Lk, F)
+        v = Ops(torch_like).where0(keys, v)  # (..., Lk, Dv)
     return phi_q, phi_k, v, align, eps, torch_like
 
 
@@ -391,8 +362,7 @@ def linear_attention_recurrent(
     if align is None:
         upto = np.full(lq, lk)
     else:
-        offset = 0 if align == "top_left" else lk - lq
-        upto = np.clip(np.arange(lq) + offset + 1, 0, lk)  # keys 0..upto-1 are visible
+        upto = np.clip(np.arange(lq) + causal_offset(lq, lk, align) + 1, 0, lk)  # keys 0..upto-1 are visible
     S = phi_k[..., :0, :].swapaxes(-1, -2) @ v[..., :0, :]  # zeros (..., F, Dv)
     z = phi_k[..., :0, :].sum(-2)  # zeros (..., F)
     outs, t = [], 0
@@ -407,7 +377,7 @@ def linear_attention_recurrent(
         outs.append(_normalise(num[..., None, :], den[..., None], eps, torch_like)[..., 0, :])
     if not outs:
         return phi_q[..., :0] @ v[..., :0, :]  # (..., 0, Dv)
-    return _stack(torch_like, outs, axis=-2)  # (..., Lq, Dv)
+    return Ops(torch_like).stack(outs, axis=-2)  # (..., Lq, Dv)
 
 
 def linear_attention_quadratic(
@@ -439,17 +409,12 @@ def linear_attention_quadratic(
     eps = _check_eps(eps)
     scores_shape = tuple(batch) + (q.shape[-2], k.shape[-2])
     mask = _bool_mask(mask, torch_like, q.device if torch_like else None, "linear_attention_quadratic")
-    if torch_like:
-        from .torch_ops import _prepare_mask
-
-        allowed, _ = _prepare_mask(mask, scores_shape, align, q.device)
-    else:
-        allowed, _ = prepare_mask(mask, mask.dtype.name if mask is not None else "", scores_shape, align)
+    allowed, _ = _prepare_mask(mask, scores_shape, align, q, torch_like)
     phi_q = _apply_feature_map(phi, "q", q, torch_like)  # (..., Lq, F)
     phi_k = _apply_feature_map(phi, "k", k, torch_like)  # (..., Lk, F)
     a = phi_q @ phi_k.swapaxes(-1, -2)  # (..., Lq, F) @ (..., F, Lk) -> (..., Lq, Lk)
     if allowed is not None:
-        a = _where0(torch_like, allowed, a)  # (..., Lq, Lk)
+        a = Ops(torch_like).where0(allowed, a)  # (..., Lq, Lk)
     den = a.sum(-1)  # (..., Lq)
     w = _normalise(a, den, eps, torch_like)  # (..., Lq, Lk): rows divided by their sums
     out = w @ v  # (..., Lq, Lk) @ (..., Lk, Dv) -> (..., Lq, Dv)
@@ -466,10 +431,10 @@ def linear_attention_flops(lq: int, lk: int, d_phi: int, d_v: int, batch: int = 
     """
     lq = _checks.check_length("lq", lq)
     lk = _checks.check_length("lk", lk)
-    d_phi = _checks.check_length("d_phi", d_phi, minimum=1)
-    d_v = _checks.check_length("d_v", d_v, minimum=1)
-    b = _checks.check_length("batch", batch, minimum=1)
-    h = _checks.check_length("heads", heads, minimum=1)
+    d_phi = _checks.check_positive_int("d_phi", d_phi)
+    d_v = _checks.check_positive_int("d_v", d_v)
+    b = _checks.check_positive_int("batch", batch)
+    h = _checks.check_positive_int("heads", heads)
     return 2 * b * h * (lk + lq) * d_phi * (d_v + 1)
 
 
@@ -489,8 +454,8 @@ def random_features(d: int, num_features: int, seed: Seed = 0, orthogonal: bool 
     features. float64 NumPy; :func:`performer_attention` converts them to the input's
     dtype and device. Explained in chapter 12.
     """
-    d = _checks.check_length("d", d, minimum=1)
-    m = _checks.check_length("num_features", num_features, minimum=1)
+    d = _checks.check_positive_int("d", d)
+    m = _checks.check_positive_int("num_features", num_features)
     rng = _checks.check_seed(seed)
     if not orthogonal:
         return rng.standard_normal((m, d))  # (m, d)
@@ -557,7 +522,7 @@ def favor_features(x: Array, omega: Array, log_offset: Optional[Array] = None) -
     expo = _favor_exponent(x, omega, torch_like)  # (..., L, m)
     if log_offset is not None:
         expo = expo - log_offset
-    return _exp(torch_like, expo) / math.sqrt(omega.shape[0])
+    return Ops(torch_like).exp(expo) / math.sqrt(omega.shape[0])
 
 
 def _scaled_pair(q: Array, k: Array, scale: Optional[float]):
@@ -575,11 +540,11 @@ def softmax_kernel(q: Array, k: Array, scale: Optional[float] = None) -> Array:
     """
     q, k, _, _, torch_like = _qkv(q, k, k)
     s = _checks.check_scale(scale, q.shape[-1])
-    return _exp(torch_like, (q @ k.swapaxes(-1, -2)) * s)  # (..., Lq, Lk)
+    return Ops(torch_like).exp((q @ k.swapaxes(-1, -2)) * s)  # (..., Lq, Lk)
 
 
 def _features_for(q, k, num_features, seed, orthogonal, omega, torch_like):
-    m = _checks.check_length("num_features", num_features, minimum=1)
+    m = _checks.check_positive_int("num_features", num_features)
     if omega is None:
         omega = random_features(q.shape[-1], m, seed=seed, orthogonal=orthogonal)
     return _omega_like(omega, q, torch_like)
@@ -610,9 +575,9 @@ def softmax_kernel_estimate(
     qs, ks = _scaled_pair(q, k, scale)
     eq = _favor_exponent(qs, omega, torch_like)  # (..., Lq, m)
     ek = _favor_exponent(ks, omega, torch_like)  # (..., Lk, m)
-    cq = _amax(torch_like, eq, -1)  # (..., Lq, 1)
-    ck = _amax(torch_like, ek, -1)  # (..., Lk, 1)
-    a = _exp(torch_like, eq - cq) @ _exp(torch_like, ek - ck).swapaxes(-1, -2)  # (..., Lq, Lk)
+    cq = Ops(torch_like).amax(eq, -1)  # (..., Lq, 1)
+    ck = Ops(torch_like).amax(ek, -1)  # (..., Lk, 1)
+    a = Ops(torch_like).exp(eq - cq) @ Ops(torch_like).exp(ek - ck).swapaxes(-1, -2)  # (..., Lq, Lk)
     ckt = ck.swapaxes(-1, -2)  # (..., 1, Lk)
     if torch_like:
         import torch
@@ -621,7 +586,7 @@ def softmax_kernel_estimate(
     else:
         with np.errstate(divide="ignore"):
             log_a = np.log(a)
-    return _exp(torch_like, log_a + cq + ckt) / omega.shape[0]
+    return Ops(torch_like).exp(log_a + cq + ckt) / omega.shape[0]
 
 
 def favor_variance(q: Array, k: Array, num_features: int, scale: Optional[float] = None) -> Array:
@@ -642,14 +607,14 @@ def favor_variance(q: Array, k: Array, num_features: int, scale: Optional[float]
     Shapes (..., L_q, d), (..., L_k, d) -> (..., L_q, L_k). Chapter 12.
     """
     q, k, _, _, torch_like = _qkv(q, k, k)
-    m = _checks.check_length("num_features", num_features, minimum=1)
+    m = _checks.check_positive_int("num_features", num_features)
     qs, ks = _scaled_pair(q, k, scale)
     dot = qs @ ks.swapaxes(-1, -2)  # (..., Lq, Lk)
     nq = (qs * qs).sum(-1)[..., :, None]  # (..., Lq, 1)
     nk = (ks * ks).sum(-1)[..., None, :]  # (..., 1, Lk)
     sum_sq = nq + nk + 2 * dot  # |q' + k'|^2
-    e1 = (_exp(torch_like, sum_sq) - 1)
-    return _exp(torch_like, 2 * dot) * e1 / m
+    e1 = (Ops(torch_like).exp(sum_sq) - 1)
+    return Ops(torch_like).exp(2 * dot) * e1 / m
 
 
 def performer_attention(
@@ -697,7 +662,7 @@ def performer_attention(
     ek = _favor_exponent(ks, omega, torch_like)  # (..., Lk, m)
     # stabilisers: constants, so no gradient flows through them (they cancel anyway)
     eq_c, ek_c = (eq.detach(), ek.detach()) if torch_like else (eq, ek)
-    cq = _amax(torch_like, eq_c, -1)  # (..., Lq, 1): one constant per query
+    cq = Ops(torch_like).amax(eq_c, -1)  # (..., Lq, 1): one constant per query
     if keys is not None:  # the key stabiliser ignores masked keys
         if torch_like:
             import torch
@@ -705,14 +670,14 @@ def performer_attention(
             ek_c = torch.where(keys, ek_c, torch.full((), -math.inf, dtype=ek.dtype, device=ek.device))
         else:
             ek_c = np.where(keys, ek_c, -np.inf)
-    ck = _amax(torch_like, ek_c, (-2, -1))  # (..., 1, 1): one constant per sequence
-    ck = _where0(torch_like, ck > -math.inf, ck)  # nothing allowed -> 0
-    cq = _where0(torch_like, cq > -math.inf, cq)
-    phi_q = _exp(torch_like, eq - cq)  # (..., Lq, m)  (1/sqrt(m) cancels in the ratio)
-    phi_k = _exp(torch_like, ek - ck)  # (..., Lk, m)
+    ck = Ops(torch_like).amax(ek_c, (-2, -1))  # (..., 1, 1): one constant per sequence
+    ck = Ops(torch_like).where0(ck > -math.inf, ck)  # nothing allowed -> 0
+    cq = Ops(torch_like).where0(cq > -math.inf, cq)
+    phi_q = Ops(torch_like).exp(eq - cq)  # (..., Lq, m)  (1/sqrt(m) cancels in the ratio)
+    phi_k = Ops(torch_like).exp(ek - ck)  # (..., Lk, m)
     if keys is not None:
-        phi_k = _where0(torch_like, keys, phi_k)
-        v = _where0(torch_like, keys, v)
+        phi_k = Ops(torch_like).where0(keys, phi_k)
+        v = Ops(torch_like).where0(keys, v)
     return _linear_core(phi_q, phi_k, v, align, eps, torch_like)
 
 
@@ -728,9 +693,9 @@ def init_additive_params(d_q: int, d_k: int, d_hidden: int, seed: Seed = 0,
     Seeded (int or Generator); NumPy arrays of ``dtype``. For torch, wrap them with
     ``torch.nn.Parameter(torch.as_tensor(...))``. Explained in chapter 12.
     """
-    d_q = _checks.check_length("d_q", d_q, minimum=1)
-    d_k = _checks.check_length("d_k", d_k, minimum=1)
-    h = _checks.check_length("d_hidden", d_hidden, minimum=1)
+    d_q = _checks.check_positive_int("d_q", d_q)
+    d_k = _checks.check_positive_int("d_k", d_k)
+    h = _checks.check_positive_int("d_hidden", d_hidden)
     rng = _checks.check_seed(seed)
     return {
         "W_q": (rng.standard_normal((d_q, h)) / math.sqrt(d_q)).astype(dtype),
@@ -746,9 +711,9 @@ def count_additive_params(d_q: int, d_k: int, d_hidden: int) -> int:
     h fewer; the difference is in the cost (a tanh of an (L_q, L_k, h) tensor vs. one
     matrix product), not in the parameter count. Chapter 12.
     """
-    d_q = _checks.check_length("d_q", d_q, minimum=1)
-    d_k = _checks.check_length("d_k", d_k, minimum=1)
-    h = _checks.check_length("d_hidden", d_hidden, minimum=1)
+    d_q = _checks.check_positive_int("d_q", d_q)
+    d_k = _checks.check_positive_int("d_k", d_k)
+    h = _checks.check_positive_int("d_hidden", d_hidden)
     return h * (d_q + d_k + 1)
 
 
@@ -809,32 +774,18 @@ def additive_attention(
     hq = q @ W_q  # (..., Lq, d_q) @ (d_q, h) -> (..., Lq, h)
     hk = k @ W_k  # (..., Lk, d_k) @ (d_k, h) -> (..., Lk, h)
     hidden = hq[..., :, None, :] + hk[..., None, :, :]  # (..., Lq, Lk, h)
+    _checks.check_mask_kind(mask, torch_like)
     if torch_like:
         import torch
 
-        from . import torch_ops
-
+        _checks.same_devices(q=q.device, **({} if mask is None else {"mask": mask.device}))
         scores = torch.tanh(hidden) @ w_v  # (..., Lq, Lk)
-        if mask is not None:
-            if not is_torch_tensor(mask):
-                raise TypeError(
-                    f"mask is a {type(mask).__module__}.{type(mask).__name__} but q, k, v are torch "
-                    "tensors; convert it with torch.as_tensor(mask, device=q.device)"
-                )
-            _checks.same_devices(q=q.device, mask=mask.device)
-        allowed, additive = torch_ops._prepare_mask(mask, scores_shape, align, q.device)
-        if additive is not None:
-            scores = scores + additive.to(q.dtype)
-        weights = torch_ops.softmax(scores, dim=-1, mask=allowed)  # (..., Lq, Lk)
     else:
+        mask = None if mask is None else np.asanyarray(mask)  # keeps a CausalMask's tag
         scores = np.tanh(hidden) @ w_v  # (..., Lq, Lk)
-        if mask is not None:
-            if is_torch_tensor(mask):
-                raise TypeError("mask is a torch tensor but q, k, v are NumPy arrays")
-            mask = np.asanyarray(mask)
-        allowed, additive = prepare_mask(mask, mask.dtype.name if mask is not None else "", scores_shape, align)
-        if additive is not None:
-            scores = scores + additive.astype(q.dtype)
-        weights = softmax(scores, axis=-1, mask=allowed).astype(q.dtype, copy=False)  # (..., Lq, Lk)
+    allowed, additive = _prepare_mask(mask, scores_shape, align, q, torch_like)
+    if additive is not None:
+        scores = scores + additive.to(q.dtype) if torch_like else scores + additive.astype(q.dtype)
+    weights = softmax(scores, axis=-1, mask=allowed)  # (..., Lq, Lk); NumPy or torch alike
     out = weights @ v  # (..., Lq, Lk) @ (..., Lk, Dv) -> (..., Lq, Dv)
     return (out, weights) if return_weights else out

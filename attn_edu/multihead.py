@@ -17,7 +17,7 @@ attention (MQA). Consecutive query heads share a key/value head, as in
 
 The attention itself is :func:`attn_edu.reference.scaled_dot_product_attention`, so the
 masks, the causal alignments and the "fully masked row gives zeros" rule are the
-package's. ``attn_edu.modules`` holds the PyTorch ``nn.Module`` with the same weights
+package's. Its PyTorch twin :mod:`attn_edu.multihead_torch` holds the ``nn.Module`` with the same weights
 layout (``W = linear.weight.T``) and the KV cache.
 
 Chapter 06 explains multi-head, grouped-query and multi-query attention and tabulates
@@ -28,13 +28,13 @@ This module imports NumPy only.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Dict, Optional, Tuple, Union
 
 import numpy as np
 
 from . import _checks
-from .reference import scaled_dot_product_attention, is_torch_tensor
+from ._checks import is_torch_tensor
+from .reference import scaled_dot_product_attention
 
 __all__ = [
     "split_heads",
@@ -54,14 +54,10 @@ _BIASES = ("b_q", "b_k", "b_v", "b_o")
 
 
 # --------------------------------------------------------------------------- small checks
-def _positive_int(name: str, value: object) -> int:
-    return _checks.check_length(name, value, minimum=1)
-
-
-def _heads(num_heads: object, num_kv_heads: object) -> Tuple[int, int]:
+def check_heads(num_heads: object, num_kv_heads: object) -> Tuple[int, int]:
     """Validate (H, H_kv); H_kv defaults to H and must divide it."""
-    h = _positive_int("num_heads", num_heads)
-    hkv = h if num_kv_heads is None else _positive_int("num_kv_heads", num_kv_heads)
+    h = _checks.check_positive_int("num_heads", num_heads)
+    hkv = h if num_kv_heads is None else _checks.check_positive_int("num_kv_heads", num_kv_heads)
     if h % hkv != 0:
         raise ValueError(
             f"num_kv_heads must divide num_heads (each key/value head serves a group of query "
@@ -70,9 +66,10 @@ def _heads(num_heads: object, num_kv_heads: object) -> Tuple[int, int]:
     return h, hkv
 
 
-def _head_dim(d_model: int, num_heads: int, d_head: object) -> int:
+def head_dim(d_model: int, num_heads: int, d_head: object) -> int:
+    """``d_head`` when given, else ``d_model // num_heads`` (which must divide)."""
     if d_head is not None:
-        return _positive_int("d_head", d_head)
+        return _checks.check_positive_int("d_head", d_head)
     if d_model % num_heads != 0:
         raise ValueError(
             f"d_model must be divisible by num_heads when d_head is not given; got d_model={d_model} "
@@ -88,7 +85,7 @@ def split_heads(x: np.ndarray, num_heads: int) -> np.ndarray:
     Head ``h`` gets features ``h*d:(h+1)*d``. :func:`merge_heads` is the inverse.
     Raises ValueError if the last axis is not divisible by ``num_heads``.
     """
-    h = _positive_int("num_heads", num_heads)
+    h = _checks.check_positive_int("num_heads", num_heads)
     x = np.asarray(x)
     if x.ndim < 2:
         raise ValueError(f"x must have at least 2 dimensions (..., L, H*d); got shape {x.shape}")
@@ -140,13 +137,10 @@ def init_mha_params(
     unit-scale ``x``); biases the same, for tests that must see them matter. ``rng`` is
     a ``np.random.Generator`` or an integer seed (``None``: fresh entropy).
     """
-    d_model = _positive_int("d_model", d_model)
-    h, hkv = _heads(num_heads, num_kv_heads)
-    dh = _head_dim(d_model, h, d_head)
-    if not isinstance(rng, np.random.Generator):
-        if rng is not None and (isinstance(rng, bool) or not isinstance(rng, numbers.Integral)):
-            raise TypeError(f"rng must be a numpy.random.Generator, an integer seed or None; got {type(rng).__name__}")
-        rng = np.random.default_rng(rng)
+    d_model = _checks.check_positive_int("d_model", d_model)
+    h, hkv = check_heads(num_heads, num_kv_heads)
+    dh = head_dim(d_model, h, d_head)
+    rng = _checks.check_seed(rng, "rng")
     dtype = np.dtype(dtype)
     if dtype.name not in _checks.FLOAT_DTYPES:
         raise TypeError(f"dtype must be a floating dtype ({', '.join(_checks.FLOAT_DTYPES)}); got {dtype}")
@@ -174,7 +168,7 @@ def check_mha_params(params: Params, num_heads: int, num_kv_heads: Optional[int]
     """
     if not isinstance(params, dict):
         raise TypeError(f"params must be a dict of arrays (see init_mha_params); got {type(params).__name__}")
-    h, hkv = _heads(num_heads, num_kv_heads)
+    h, hkv = check_heads(num_heads, num_kv_heads)
     missing = [k for k in _WEIGHTS if k not in params]
     if missing:
         raise ValueError(f"params is missing {missing}; it needs {list(_WEIGHTS)} (and optionally {list(_BIASES)}); "
@@ -189,7 +183,7 @@ def check_mha_params(params: Params, num_heads: int, num_kv_heads: Optional[int]
     for key, value in params.items():
         if is_torch_tensor(value):
             raise TypeError(f"params[{key!r}] is a torch tensor; multi_head_attention takes NumPy arrays "
-                            "(use attn_edu.modules.MultiHeadAttention for torch)")
+                            "(use attn_edu.multihead_torch.MultiHeadAttention for torch)")
         arr = np.asarray(value)
         if arr.dtype.name not in _checks.FLOAT_DTYPES:
             raise TypeError(f"params[{key!r}] must be a floating array; got dtype {arr.dtype}")
@@ -222,7 +216,7 @@ def check_mha_params(params: Params, num_heads: int, num_kv_heads: Optional[int]
 
 
 # --------------------------------------------------------------------------- attention
-def _check_mask_rank(mask: object, scores_ndim: int) -> None:
+def check_mask_rank(mask: object, scores_ndim: int) -> None:
     """Refuse masks whose axes are ambiguous in a multi-head setting.
 
     Scores are (..., H, L_q, L_k). A (L_q, L_k) mask is clear, and so is one with all the
@@ -260,7 +254,7 @@ def multi_head_attention(
         x_kv: keys'/values' inputs, (..., L_k, d_model). Pass ``x_q`` again for
             self-attention; another sequence for cross-attention (L_k may differ).
         params: dict from :func:`init_mha_params` (or
-            :meth:`attn_edu.modules.MultiHeadAttention.to_numpy_params`).
+            :meth:`attn_edu.multihead_torch.MultiHeadAttention.to_numpy_params`).
         num_heads: H, the number of query heads.
         num_kv_heads: H_kv, the number of key/value heads (default H; must divide H).
         mask: boolean (True = may attend) or float (added), broadcastable to the scores
@@ -285,7 +279,7 @@ def multi_head_attention(
     h, hkv, d_model = sizes["num_heads"], sizes["num_kv_heads"], sizes["d_model"]
     for name, x in (("x_q", x_q), ("x_kv", x_kv)):
         if is_torch_tensor(x):
-            raise TypeError(f"{name} is a torch tensor; use attn_edu.modules.MultiHeadAttention for torch")
+            raise TypeError(f"{name} is a torch tensor; use attn_edu.multihead_torch.MultiHeadAttention for torch")
     x_q, x_kv = np.asarray(x_q), np.asarray(x_kv)
     dtype = params["w_q"].dtype
     for name, x in (("x_q", x_q), ("x_kv", x_kv)):
@@ -300,10 +294,10 @@ def multi_head_attention(
             _checks.check_float_dtypes(**{name: x.dtype.name})
         if x.dtype != dtype:
             raise TypeError(f"{name} has dtype {x.dtype} but params have dtype {dtype}; convert one of them")
-    if mask is not None and type(mask).__module__.split(".")[0] != "torch":
+    if mask is not None and not is_torch_tensor(mask):
         mask = np.asanyarray(mask)  # keeps a CausalMask's alignment tag
     scores_ndim = max(x_q.ndim, x_kv.ndim) + 1  # (..., H, Lq, Lk)
-    _check_mask_rank(mask, scores_ndim)
+    check_mask_rank(mask, scores_ndim)
 
     # 1. projections (row vectors times matrices)
     q = x_q @ params["w_q"]  # (..., Lq, d_model) @ (d_model, H*dh) -> (..., Lq, H*dh)
@@ -341,9 +335,9 @@ def count_mha_params(
     (W_O), plus ``H*d_head + 2*H_kv*d_head + d_model`` with biases. GQA/MQA shrink only
     W_K and W_V. Equals ``sum(p.numel() for p in MultiHeadAttention(...).parameters())``.
     """
-    d_model = _positive_int("d_model", d_model)
-    h, hkv = _heads(num_heads, num_kv_heads)
-    dh = _head_dim(d_model, h, d_head)
+    d_model = _checks.check_positive_int("d_model", d_model)
+    h, hkv = check_heads(num_heads, num_kv_heads)
+    dh = head_dim(d_model, h, d_head)
     n = d_model * h * dh + 2 * d_model * hkv * dh + h * dh * d_model
     if bias:
         n += h * dh + 2 * hkv * dh + d_model
@@ -374,12 +368,12 @@ def mha_flops(
     With a causal mask the naive computation still does all of ``scores`` and
     ``weighted_sum``; a kernel that skips masked tiles does about half.
     """
-    b = _checks.check_length("batch", batch, minimum=1)
-    lq = _checks.check_length("lq", lq, minimum=1)
-    lk = _checks.check_length("lk", lk, minimum=1)
-    d_model = _positive_int("d_model", d_model)
-    h, hkv = _heads(num_heads, num_kv_heads)
-    dh = _head_dim(d_model, h, d_head)
+    b = _checks.check_positive_int("batch", batch)
+    lq = _checks.check_positive_int("lq", lq)
+    lk = _checks.check_positive_int("lk", lk)
+    d_model = _checks.check_positive_int("d_model", d_model)
+    h, hkv = check_heads(num_heads, num_kv_heads)
+    dh = head_dim(d_model, h, d_head)
     out = {
         "projections": 2 * b * (lq * d_model * h * dh + 2 * lk * d_model * hkv * dh),
         "scores": 2 * b * h * lq * lk * dh,
@@ -406,10 +400,10 @@ def kv_cache_bytes(
     """
     return (
         2
-        * _positive_int("num_layers", num_layers)
-        * _checks.check_length("batch", batch, minimum=1)
-        * _positive_int("num_kv_heads", num_kv_heads)
-        * _checks.check_length("seq_len", seq_len, minimum=0)
-        * _positive_int("d_head", d_head)
-        * _positive_int("bytes_per_elem", bytes_per_elem)
+        * _checks.check_positive_int("num_layers", num_layers)
+        * _checks.check_positive_int("batch", batch)
+        * _checks.check_positive_int("num_kv_heads", num_kv_heads)
+        * _checks.check_length("seq_len", seq_len)
+        * _checks.check_positive_int("d_head", d_head)
+        * _checks.check_positive_int("bytes_per_elem", bytes_per_elem)
     )

@@ -13,7 +13,7 @@ Plotly's default renderer in a plain Jupyter kernel emits only the
 ``application/vnd.plotly.v1+json`` mime type, which the built book cannot draw, and
 the ``notebook``/``iframe`` renderers either load plotly.js from a CDN or embed 4.8 MB
 per figure.  :func:`setup_notebook` therefore registers and selects the renderer
-``"attn_edu"`` (see :class:`BookRenderer`), whose mime bundle holds
+``"attn_edu"`` (see ``BookRenderer``), whose mime bundle holds
 
 * ``text/html``: a ``<div class="plotly-graph-div">`` and a small script calling
   ``Plotly.newPlot`` (and ``Plotly.addFrames`` for animations).  It uses the page's

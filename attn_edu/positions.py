@@ -23,7 +23,7 @@ from typing import Optional
 import numpy as np
 
 from . import _checks
-from .reference import is_torch_tensor
+from ._checks import is_torch_tensor
 
 __all__ = [
     "sinusoidal_frequencies",

@@ -28,7 +28,8 @@ from typing import Any, Optional, Tuple, Union
 import numpy as np
 
 from . import _checks
-from .reference import is_torch_tensor
+from ._backend import Ops
+from ._checks import is_torch_tensor
 
 __all__ = [
     "FLOAT_LIMITS",
@@ -42,8 +43,8 @@ __all__ = [
 
 Array = Any  # a NumPy array or a torch tensor
 
-#: Limits of the four floating formats, by name: (largest finite value, machine epsilon,
-#: smallest normal positive value, bits of stored mantissa).
+#: The limits of the four floating formats, by name, as the tuple (largest finite value,
+#: machine epsilon, smallest normal positive value, bits of stored mantissa).
 FLOAT_LIMITS = {
     "float16": (65504.0, 2.0**-10, 2.0**-14, 10),
     "bfloat16": ((2 - 2.0**-7) * 2.0**127, 2.0**-7, 2.0**-126, 7),
@@ -58,7 +59,7 @@ def _dtype_name(dtype: object) -> str:
     if isinstance(dtype, str):
         name = dtype
     elif is_torch_tensor(dtype):
-        name = str(dtype).replace("torch.", "")
+        name = _checks.dtype_name(dtype)
     else:
         try:
             name = np.dtype(dtype).name
@@ -87,70 +88,15 @@ def _check_axis(name: str, x: Array, axis: int) -> int:
 
 def _check_mask(mask: object, x: Array) -> Array:
     """Boolean mask (True = keep) of the same kind as x that broadcasts to x's shape."""
-    if is_torch_tensor(x) != is_torch_tensor(mask):
-        raise TypeError("mask and x must be both NumPy arrays or both torch tensors")
-    if not is_torch_tensor(mask):
+    if not _checks.uses_torch(x=x, mask=mask):
         mask = np.asarray(mask)
-    dt = str(mask.dtype).replace("torch.", "")  # type: ignore[attr-defined]
+    dt = _checks.dtype_name(mask)
     if dt != "bool":
         raise TypeError(f"mask must be boolean (True = keep); got dtype {dt}")
     b = _checks.broadcast_shapes(tuple(mask.shape), tuple(x.shape))  # type: ignore[attr-defined]
     if b is None or tuple(b) != tuple(x.shape):
         raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to x of shape {tuple(x.shape)}")
     return mask
-
-
-class _Ops:
-    """The handful of array operations used here, for NumPy or torch."""
-
-    def __init__(self, torch_like: bool) -> None:
-        self.torch = torch_like
-        if torch_like:
-            import torch
-
-            self.t = torch
-
-    def exp(self, x):
-        return self.t.exp(x) if self.torch else np.exp(x)
-
-    def log(self, x):
-        return self.t.log(x) if self.torch else np.log(x)
-
-    def amax(self, x, axis, keepdims):
-        return x.amax(dim=axis, keepdim=keepdims) if self.torch else np.max(x, axis=axis, keepdims=keepdims)
-
-    def sum(self, x, axis, keepdims):
-        return x.sum(dim=axis, keepdim=keepdims) if self.torch else np.sum(x, axis=axis, keepdims=keepdims)
-
-    def where(self, c, a, b):
-        if self.torch:
-            ref = a if isinstance(a, self.t.Tensor) else b
-            a = a if isinstance(a, self.t.Tensor) else self.t.tensor(a, dtype=ref.dtype, device=ref.device)
-            b = b if isinstance(b, self.t.Tensor) else self.t.tensor(b, dtype=ref.dtype, device=ref.device)
-            return self.t.where(c, a, b)
-        out = np.where(c, a, b)
-        ref = a if isinstance(a, np.ndarray) else b
-        return out.astype(ref.dtype, copy=False)
-
-    def zeros_like(self, x):
-        return self.t.zeros_like(x) if self.torch else np.zeros_like(x)
-
-    def isneginf(self, x):
-        return self.t.isneginf(x) if self.torch else np.isneginf(x)
-
-    def isinf(self, x):
-        return self.t.isinf(x) if self.torch else np.isinf(x)
-
-    def maximum(self, a, b):
-        return self.t.maximum(a, b) if self.torch else np.maximum(a, b)
-
-    def fill_masked(self, x, keep, value):
-        """x where keep, else value (cast to x's dtype by the library's own rules)."""
-        if self.torch:
-            return x.masked_fill(~keep, value)  # torch refuses a value out of range
-        out = np.array(x, copy=True)
-        out[~np.broadcast_to(keep, x.shape)] = value  # NumPy: out of range -> +-inf
-        return out
 
 
 # --------------------------------------------------------------------------- limits
@@ -180,7 +126,7 @@ def naive_softmax(x: Array, axis: int = -1) -> Array:
     """
     x = _as_float("x", x)
     axis = _check_axis("x", x, axis)
-    ops = _Ops(is_torch_tensor(x))
+    ops = Ops(is_torch_tensor(x))
     e = ops.exp(x)
     return e / ops.sum(e, axis, True)
 
@@ -197,7 +143,7 @@ def logsumexp(x: Array, axis: int = -1, mask: Optional[Array] = None, keepdims: 
     """
     x = _as_float("x", x)
     axis = _check_axis("x", x, axis)
-    ops = _Ops(is_torch_tensor(x))
+    ops = Ops(is_torch_tensor(x))
     if mask is not None:
         x = ops.fill_masked(x, _check_mask(mask, x), float("-inf"))
     if x.shape[axis] == 0:
@@ -244,7 +190,7 @@ def masked_fill_softmax(
     mask = _check_mask(mask, scores)
     if how not in ("fill", "add"):
         raise ValueError(f"how must be 'fill' or 'add'; got {how!r}")
-    ops = _Ops(is_torch_tensor(scores))
+    ops = Ops(is_torch_tensor(scores))
     if isinstance(fill, str):
         if fill != "finfo.min":
             raise ValueError(f"fill must be a number or 'finfo.min'; got {fill!r}")
@@ -277,7 +223,7 @@ def softmax_partial(x: Array, axis: int = -1, mask: Optional[Array] = None) -> T
     """
     x = _as_float("x", x)
     axis = _check_axis("x", x, axis)
-    ops = _Ops(is_torch_tensor(x))
+    ops = Ops(is_torch_tensor(x))
     if mask is not None:
         x = ops.fill_masked(x, _check_mask(mask, x), float("-inf"))
     if x.shape[axis] == 0:  # no keys at all: the empty block
@@ -318,14 +264,11 @@ def merge_softmax_stats(
     names = ("m1", "l1", "m2", "l2")
     arrays = [_as_float_any(n, a) for n, a in zip(names, (m1, l1, m2, l2))]
     m1, l1, m2, l2 = arrays
-    kinds = {is_torch_tensor(a) for a in arrays}
     if (o1 is None) != (o2 is None):
         raise ValueError("pass both o1 and o2, or neither")
     if o1 is not None:
         o1, o2 = _as_float("o1", o1), _as_float("o2", o2)
-        kinds |= {is_torch_tensor(o1), is_torch_tensor(o2)}
-    if len(kinds) > 1:
-        raise TypeError("merge_softmax_stats needs all NumPy arrays or all torch tensors; got a mix")
+    _checks.uses_torch(m1=m1, l1=l1, o1=o1, m2=m2, l2=l2, o2=o2)
     shape = tuple(m1.shape)
     for n, a in zip(names[1:], (l1, m2, l2)):
         if tuple(a.shape) != shape:
@@ -338,7 +281,7 @@ def merge_softmax_stats(
                 )
         if o1.shape[-1] != o2.shape[-1]:
             raise ValueError(f"o1 and o2 must have the same last dimension d; got {tuple(o1.shape)} and {tuple(o2.shape)}")
-    ops = _Ops(is_torch_tensor(m1))
+    ops = Ops(is_torch_tensor(m1))
     m = ops.maximum(m1, m2)  # NaN propagates
     m_safe = ops.where(ops.isneginf(m), 0.0, m)  # both empty: exp(-inf - 0) = 0, no NaN
     a1 = l1 * ops.exp(m1 - m_safe)  # block 1's share of the new sum
@@ -354,7 +297,7 @@ def merge_softmax_stats(
 def _as_float_any(name: str, x: object) -> Array:
     """A floating NumPy array or torch tensor (0-d allowed); TypeError for anything else."""
     if is_torch_tensor(x):
-        dt = str(x.dtype).replace("torch.", "")  # type: ignore[attr-defined]
+        dt = _checks.dtype_name(x)
     else:
         if isinstance(x, (str, bytes)) or x is None:
             raise TypeError(f"{name} must be a floating array or tensor; got {type(x).__name__}")

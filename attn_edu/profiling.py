@@ -41,7 +41,8 @@ import tracemalloc
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _checks
-from .reference import is_torch_tensor
+from ._checks import check_positive_int, is_torch_tensor
+from .masks import allowed_pairs, causal_block_layout
 
 __all__ = [
     "peak_memory",
@@ -221,8 +222,8 @@ def time_ms(fn: Callable, *args: Any, repeat: int = 5, warmup: int = 1, device: 
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable; got {type(fn).__name__}")
-    repeat = _checks.check_length("repeat", repeat, minimum=1)
-    warmup = _checks.check_length("warmup", warmup, minimum=0)
+    repeat = check_positive_int("repeat", repeat)
+    warmup = _checks.check_length("warmup", warmup)
     sync = None
     if device is not None and not isinstance(device, str):
         device = getattr(device, "type", device)
@@ -247,19 +248,6 @@ def time_ms(fn: Callable, *args: Any, repeat: int = 5, warmup: int = 1, device: 
 
 
 # --------------------------------------------------------------------------- FLOPs
-def _pos(name: str, value: object) -> int:
-    return _checks.check_length(name, value, minimum=1)
-
-
-def _causal_pairs(lq: int, lk: int, align: str) -> int:
-    """Number of allowed (query, key) pairs of a causal mask: sum_i clip(i + 1 + off, 0, lk)."""
-    off = 0 if align == "top_left" else lk - lq
-    total = 0
-    for i in range(lq):  # closed forms exist; a loop over lq is cheap and obviously right
-        total += min(max(i + 1 + off, 0), lk)
-    return total
-
-
 def attention_flops(batch: int, heads: int, lq: int, lk: int, d: int, dv: Optional[int] = None,
                     causal: Union[bool, str] = False, backward: bool = False,
                     exact_causal: bool = False) -> int:
@@ -283,14 +271,14 @@ def attention_flops(batch: int, heads: int, lq: int, lk: int, d: int, dv: Option
     Chapter 08 derives it and checks it against PyTorch's FLOP counter
     (``torch.utils.flop_counter.FlopCounterMode``).
     """
-    batch, heads = _pos("batch", batch), _pos("heads", heads)
-    lq, lk, d = _pos("lq", lq), _pos("lk", lk), _pos("d", d)
-    dv = d if dv is None else _pos("dv", dv)
+    batch, heads = check_positive_int("batch", batch), check_positive_int("heads", heads)
+    lq, lk, d = check_positive_int("lq", lq), check_positive_int("lk", lk), check_positive_int("d", d)
+    dv = d if dv is None else check_positive_int("dv", dv)
     align = _checks.check_causal(causal)
     if align is None:
         pairs2 = 2 * lq * lk  # twice the pairs, so halving stays an integer
     elif exact_causal:
-        pairs2 = 2 * _causal_pairs(lq, lk, align)
+        pairs2 = 2 * allowed_pairs("causal", lq, lk=lk, alignment=align)
     else:
         pairs2 = lq * lk
     forward = batch * heads * pairs2 * (d + dv)  # = 2 * pairs * (d + dv) per head
@@ -308,7 +296,7 @@ def projection_flops(batch: int, n: int, d_model: int, heads: int = 1, d_head: O
     """
     from .multihead import mha_flops
 
-    n = _pos("n", n)
+    n = check_positive_int("n", n)
     f = mha_flops(batch, n, n if lk is None else lk, d_model, heads, num_kv_heads, d_head)
     return f["projections"] + f["output_projection"]
 
@@ -321,7 +309,7 @@ def layer_flops(batch: int, n: int, d_model: int, heads: int = 1) -> Dict[str, i
     :math:`4 B H n^2 (d/H) = 4 B n^2 d`: the number of heads cancels, so multi-head
     attention has the same order as one head of width ``d`` (seed note 001).
     """
-    d_model, heads = _pos("d_model", d_model), _pos("heads", heads)
+    d_model, heads = check_positive_int("d_model", d_model), check_positive_int("heads", heads)
     if d_model % heads:
         raise ValueError(f"d_model must be divisible by heads; got d_model={d_model}, heads={heads}")
     proj = projection_flops(batch, n, d_model, heads)
@@ -336,7 +324,7 @@ def crossover_length(d_model: int) -> int:
     projections cost more, above it the scores and the weighted sum do. Independent of
     the number of heads and of the batch.
     """
-    return 2 * _pos("d_model", d_model)
+    return 2 * check_positive_int("d_model", d_model)
 
 
 def tflops(flops: float, ms: float) -> float:
@@ -346,10 +334,6 @@ def tflops(flops: float, ms: float) -> float:
 
 
 # --------------------------------------------------------------------------- bytes moved
-def _itemsize(value: object) -> int:
-    return _checks.check_length("itemsize", value, minimum=1)
-
-
 def naive_hbm_bytes(n: int, d: int, itemsize: int = 4, batch: int = 1, heads: int = 1,
                     lk: Optional[int] = None, dv: Optional[int] = None) -> int:
     r"""Bytes the standard algorithm moves to and from slow memory (FlashAttention Alg. 0).
@@ -364,10 +348,10 @@ def naive_hbm_bytes(n: int, d: int, itemsize: int = 4, batch: int = 1, heads: in
     :math:`\Theta(N d + N^2)` with :math:`s` = ``itemsize``. The :math:`4n^2` is the
     n x n matrix written and read twice; chapter 09 compares it with the tiled count.
     """
-    n, d = _pos("n", n), _pos("d", d)
-    lk = n if lk is None else _pos("lk", lk)
-    dv = d if dv is None else _pos("dv", dv)
-    s, bh = _itemsize(itemsize), _pos("batch", batch) * _pos("heads", heads)
+    n, d = check_positive_int("n", n), check_positive_int("d", d)
+    lk = n if lk is None else check_positive_int("lk", lk)
+    dv = d if dv is None else check_positive_int("dv", dv)
+    s, bh = check_positive_int("itemsize", itemsize), check_positive_int("batch", batch) * check_positive_int("heads", heads)
     return s * bh * (4 * n * lk + n * d + lk * d + lk * dv + n * dv)
 
 
@@ -387,18 +371,16 @@ def tiled_hbm_bytes(n: int, d: int, block_q: int, block_k: int, itemsize: int = 
     No :math:`n^2` matrix is stored; K and V are re-read once per query block, so larger
     query blocks mean less traffic. Partial edge blocks count their true sizes.
     """
-    n, d = _pos("n", n), _pos("d", d)
-    lk = n if lk is None else _pos("lk", lk)
-    dv = d if dv is None else _pos("dv", dv)
-    block_q = _checks.check_block_size("block_q", block_q)
-    block_k = _checks.check_block_size("block_k", block_k)
-    s, bh = _itemsize(itemsize), _pos("batch", batch) * _pos("heads", heads)
+    n, d = check_positive_int("n", n), check_positive_int("d", d)
+    lk = n if lk is None else check_positive_int("lk", lk)
+    dv = d if dv is None else check_positive_int("dv", dv)
+    block_q = check_positive_int("block_q", block_q)
+    block_k = check_positive_int("block_k", block_k)
+    s, bh = check_positive_int("itemsize", itemsize), check_positive_int("batch", batch) * check_positive_int("heads", heads)
     align = _checks.check_causal(causal)
     if align is None:
         kv_rows = -(-n // block_q) * lk  # every query block reads all of K and V
     else:
-        from .masks import causal_block_layout
-
         layout = causal_block_layout(n, lk, block_q, block_k, align)  # (nq, nk)
         sizes = [min(block_k, lk - j * block_k) for j in range(layout.shape[1])]
         kv_rows = int(sum(int(layout[:, j].sum()) * sizes[j] for j in range(layout.shape[1])))
@@ -417,10 +399,10 @@ def tiled_hbm_bytes_bound(n: int, d: int, sram_bytes: int, itemsize: int = 4, ba
     value, up to the linear term.
     Valid for :math:`d \le M \le n d`.
     """
-    n, d = _pos("n", n), _pos("d", d)
-    s = _itemsize(itemsize)
-    sram = _pos("sram_bytes", sram_bytes)
+    n, d = check_positive_int("n", n), check_positive_int("d", d)
+    s = check_positive_int("itemsize", itemsize)
+    sram = check_positive_int("sram_bytes", sram_bytes)
     m = sram / s
     if m < d:
         raise ValueError(f"sram_bytes must hold at least one row of d={d} elements; got {sram_bytes}")
-    return s * _pos("batch", batch) * _pos("heads", heads) * n * n * d * d / m
+    return s * check_positive_int("batch", batch) * check_positive_int("heads", heads) * n * n * d * d / m

@@ -2,7 +2,7 @@
 
 Computed in float64 these functions are the reference every other implementation in
 the book (PyTorch, tiled, Triton, sparse) is checked against. They follow one set of
-semantics, which the PyTorch twin in :mod:`attn_edu.torch_ops` shares:
+semantics, which the PyTorch twin :mod:`attn_edu.reference_torch` shares:
 
 * layout ``(..., L, D)``; ``L_q`` may differ from ``L_k`` and ``D_v`` from ``D_k``;
 * boolean masks: **True = may attend**; float masks are added to the scores;
@@ -20,15 +20,12 @@ from typing import Optional, Tuple, Union
 import numpy as np
 
 from . import _checks
+from ._backend import Ops
+from .masks import causal_mask
 
-__all__ = ["softmax", "scaled_dot_product_attention", "is_torch_tensor"]
+__all__ = ["softmax", "scaled_dot_product_attention"]
 
 ArrayLike = Union[np.ndarray, "list", float]
-
-
-def is_torch_tensor(x: object) -> bool:
-    """True for a ``torch.Tensor``, checked without importing torch."""
-    return type(x).__module__.split(".")[0] == "torch"
 
 
 def _float_array(name: str, x: object) -> np.ndarray:
@@ -49,8 +46,16 @@ def softmax(x: ArrayLike, axis: int = -1, mask: Optional[np.ndarray] = None) -> 
 
     ``mask`` (boolean, True = keep, broadcastable to ``x``) and entries equal to ``-inf``
     both mean "excluded". A slice with nothing left gives **zeros** (not NaN, not uniform).
-    NaN among the kept entries propagates. The dtype of ``x`` is kept.
+    NaN among the kept entries propagates. The dtype of ``x`` is kept. A torch tensor is
+    handed to :func:`attn_edu.reference_torch.softmax` (``axis`` becomes ``dim``), which
+    keeps the tensor, its device and its gradients.
+
+    Explained in chapter 03.
     """
+    if _checks.uses_torch(x=x, mask=mask):
+        from . import reference_torch
+
+        return reference_torch.softmax(x, dim=axis, mask=mask)
     x = _float_array("x", x)
     if mask is not None:
         mask = np.asarray(mask)
@@ -68,17 +73,6 @@ def softmax(x: ArrayLike, axis: int = -1, mask: Optional[np.ndarray] = None) -> 
     e = np.exp(x - m)
     total = np.sum(e, axis=axis, keepdims=True)
     return e / np.where(total == 0, 1, total)
-
-
-def uses_torch(q: object, k: object, v: object) -> bool:
-    """True when q, k and v are torch tensors, False for NumPy; a mix is a TypeError.
-
-    Every public attention function dispatches on this, so the rule is stated once.
-    """
-    tensors = [is_torch_tensor(x) for x in (q, k, v)]
-    if any(tensors) and not all(tensors):
-        raise TypeError("q, k and v must be all NumPy arrays or all torch tensors; got a mix")
-    return all(tensors)
 
 
 def prepare_inputs(q, k, v, mask, causal, scale, enable_gqa: bool = False):
@@ -99,29 +93,33 @@ def prepare_inputs(q, k, v, mask, causal, scale, enable_gqa: bool = False):
     if group > 1:  # grouped-query: each k/v head serves `group` consecutive query heads
         k = np.repeat(k, group, axis=-3)  # (..., Hq, Lk, Dk)
         v = np.repeat(v, group, axis=-3)  # (..., Hq, Lk, Dv)
+    _checks.check_mask_kind(mask, torch_like=False)
     if mask is not None:
-        if is_torch_tensor(mask):
-            raise TypeError("mask is a torch tensor but q, k, v are NumPy arrays")
         mask = np.asanyarray(mask)  # keeps a CausalMask's alignment tag
     return q, k, v, mask, batch, align, s
 
 
-def prepare_mask(mask, mask_dtype: str, scores_shape: Tuple[int, ...], causal: Optional[str]):
-    """Shared mask logic (NumPy side): returns (allowed bool array or None, additive or None)."""
+def prepare_mask(mask, scores_shape: Tuple[int, ...], causal: Optional[str], device=None):
+    """The mask logic every attention shares: returns (allowed bool or None, additive or None).
+
+    Checks the mask (``attn_edu._checks.check_mask``), splits a float mask into what it
+    allows (not ``-inf``) and what it adds to the scores (0 where blocked, so no ``-inf``
+    enters the arithmetic), and intersects causality (:func:`attn_edu.masks.causal_mask`).
+    NumPy arrays, or torch tensors when ``device`` is given (the PyTorch twin passes q's
+    device, where the causal mask is built).
+    """
     lq, lk = scores_shape[-2:]
+    ops = Ops(device is not None)
     allowed = additive = None
     if mask is not None:
-        kind = _checks.check_mask(mask_dtype, tuple(mask.shape), scores_shape,
-                                  getattr(mask, "causal_alignment", None), causal)
-        if kind == "bool":
+        if _checks.check_mask(mask, scores_shape, causal) == "bool":
             allowed = mask
         else:
-            if np.isnan(mask).any() or np.isposinf(mask).any():
-                raise ValueError(_checks.FLOAT_MASK_VALUES)
-            allowed = ~np.isneginf(mask)
-            additive = np.where(allowed, mask, 0)
+            allowed = ~ops.isneginf(mask)
+            additive = ops.where0(allowed, mask)  # -inf handled by `allowed`
     if causal is not None:
-        tri = np.tri(lq, lk, k=0 if causal == "top_left" else lk - lq, dtype=bool)  # (Lq, Lk)
+        tri = causal_mask(lq, lk, causal, device=device)  # (Lq, Lk)
+        tri = tri if device is not None else np.asarray(tri)
         allowed = tri if allowed is None else (allowed & tri)
     return allowed, additive
 
@@ -153,20 +151,20 @@ def scaled_dot_product_attention(
 
     A query row with no allowed key gets an output row of zeros and weights of zeros.
     float32 in gives float32 out; float64 in gives float64 out. Torch tensors are handed
-    to :func:`attn_edu.torch_ops.scaled_dot_product_attention`, which has the same rules.
+    to :func:`attn_edu.reference_torch.scaled_dot_product_attention`, which has the same rules.
 
     Explained in chapter 01 (the four steps), 03 (the softmax) and 05 (masks).
     """
-    if uses_torch(q, k, v):
-        from . import torch_ops
+    if _checks.uses_torch(q=q, k=k, v=v):
+        from . import reference_torch
 
-        return torch_ops.scaled_dot_product_attention(
+        return reference_torch.scaled_dot_product_attention(
             q, k, v, mask=mask, causal=causal, scale=scale,
             return_weights=return_weights, enable_gqa=enable_gqa,
         )
     q, k, v, mask, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
     scores_shape = tuple(batch) + (q.shape[-2], k.shape[-2])
-    allowed, additive = prepare_mask(mask, mask.dtype.name if mask is not None else "", scores_shape, align)
+    allowed, additive = prepare_mask(mask, scores_shape, align)
 
     scores = (q @ np.swapaxes(k, -1, -2)) * q.dtype.type(s)  # (..., Lq, Lk)
     if additive is not None:

@@ -18,13 +18,13 @@ Everything here is NumPy (float64); plotly is imported inside :func:`explorer_fi
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, NamedTuple, Sequence, Union
 
 import numpy as np
 
 from . import _checks
-from .reference import is_torch_tensor, softmax
+from ._checks import is_torch_tensor
+from .reference import softmax
 
 __all__ = [
     "expected_dot_product_mean",
@@ -45,14 +45,6 @@ Seed = Union[None, int, np.random.Generator]
 
 
 # --------------------------------------------------------------------------- checks
-def _rng(rng: Seed) -> np.random.Generator:
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if rng is None or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool)):
-        return np.random.default_rng(rng)
-    raise TypeError(f"rng must be None, an int seed or a numpy Generator; got {type(rng).__name__}")
-
-
 def _prob_array(name: str, p: object) -> np.ndarray:
     if is_torch_tensor(p):
         p = p.detach().to("cpu").double().numpy()  # type: ignore[attr-defined]
@@ -75,7 +67,7 @@ def expected_dot_product_mean(d_k: int, mu_q: float = 0.0, mu_k: float = 0.0) ->
     For q and k independent, each with components of mean ``mu_q`` (``mu_k``).
     Explained in chapter 02.
     """
-    d_k = _checks.check_length("d_k", d_k, 1)
+    d_k = _checks.check_positive_int("d_k", d_k)
     return d_k * _checks.check_real("mu_q", mu_q) * _checks.check_real("mu_k", mu_k)
 
 
@@ -100,7 +92,7 @@ def expected_dot_product_variance(
     Raises TypeError/ValueError for a non-integer or non-positive ``d_k``, negative
     standard deviations and non-finite numbers.
     """
-    d_k = _checks.check_length("d_k", d_k, 1)
+    d_k = _checks.check_positive_int("d_k", d_k)
     sq = _checks.check_real("sigma_q", sigma_q, nonnegative=True)
     sk = _checks.check_real("sigma_k", sigma_k, nonnegative=True)
     mq, mk = _checks.check_real("mu_q", mu_q), _checks.check_real("mu_k", mu_k)
@@ -153,13 +145,13 @@ def sample_dot_products(
     numbers, so memory stays small for d_k = 1024. ``rng``: a Generator or a seed.
     Explained in chapter 02.
     """
-    d_k = _checks.check_length("d_k", d_k, 1)
-    n_samples = _checks.check_length("n_samples", n_samples, 1)
+    d_k = _checks.check_positive_int("d_k", d_k)
+    n_samples = _checks.check_positive_int("n_samples", n_samples)
     sq = _checks.check_real("sigma_q", sigma_q, nonnegative=True)
     sk = _checks.check_real("sigma_k", sigma_k, nonnegative=True)
     mq, mk = _checks.check_real("mu_q", mu_q), _checks.check_real("mu_k", mu_k)
-    chunk_elements = _checks.check_length("chunk_elements", chunk_elements, 1)
-    gen = _rng(rng)
+    chunk_elements = _checks.check_positive_int("chunk_elements", chunk_elements)
+    gen = _checks.check_seed(rng, "rng")
     rows = max(1, chunk_elements // d_k)
     out = np.empty(n_samples)
     for start in range(0, n_samples, rows):
@@ -210,7 +202,7 @@ def dot_product_kurtosis(d_k: int) -> float:
     E[q_i^4]E[k_i^4] = 9\sigma_q^4\sigma_k^4`, kurtosis 9 (excess 6); a sum of d_k
     independent copies divides the excess by d_k. Explained in chapter 02.
     """
-    return 3.0 + 6.0 / _checks.check_length("d_k", d_k, 1)
+    return 3.0 + 6.0 / _checks.check_positive_int("d_k", d_k)
 
 
 def variance_relative_se(n_samples: int, kurtosis: float = 3.0) -> float:
@@ -220,7 +212,7 @@ def variance_relative_se(n_samples: int, kurtosis: float = 3.0) -> float:
     samples of a variable with kurtosis :math:`\kappa = \mu_4/\sigma^4` (large N).
     Explained in chapter 02, where it sets the Monte Carlo tolerance.
     """
-    n = _checks.check_length("n_samples", n_samples, 1)
+    n = _checks.check_positive_int("n_samples", n_samples)
     kappa = _checks.check_real("kurtosis", kurtosis)
     if kappa < 1:
         raise ValueError(f"kurtosis is always >= 1; got {kappa}")
@@ -324,10 +316,7 @@ def explorer_figure(
     So every (d_k, T) pair is reachable from any state, with no JavaScript callback.
     Returns a ``plotly.graph_objects.Figure``. Explained in chapter 02.
     """
-    import plotly.graph_objects as go  # noqa: PLC0415
-    from plotly.subplots import make_subplots  # noqa: PLC0415
-
-    d_ks = [_checks.check_length("d_ks[i]", d, 1) for d in d_ks]
+    d_ks = [_checks.check_positive_int("d_ks[i]", d) for d in d_ks]
     temps = [_checks.check_real("temperatures[i]", t) for t in temperatures]
     if not d_ks or not temps:
         raise ValueError("explorer_figure needs at least one d_k and one temperature")
@@ -337,9 +326,11 @@ def explorer_figure(
         raise ValueError(f"initial_d_k={initial_d_k} is not one of d_ks={d_ks}")
     if initial_temperature not in temps:
         raise ValueError(f"initial_temperature={initial_temperature} is not one of {temps}")
-    n_keys = _checks.check_length("n_keys", n_keys, 1)
-    n_queries = _checks.check_length("n_queries", n_queries, 1)
-    gen = _rng(rng)
+    n_keys = _checks.check_positive_int("n_keys", n_keys)
+    n_queries = _checks.check_positive_int("n_queries", n_queries)
+    gen = _checks.check_seed(rng, "rng")
+    import plotly.graph_objects as go  # noqa: PLC0415  (after the checks: bad input fails without plotly)
+    from plotly.subplots import make_subplots  # noqa: PLC0415
 
     # scores for every d_k, computed once: (n_queries, n_keys)
     scores = {}

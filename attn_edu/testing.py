@@ -19,11 +19,16 @@ from typing import Optional
 import numpy as np
 
 from . import _checks
-from .reference import is_torch_tensor
+from ._checks import is_torch_tensor
+from .precision import FLOAT_LIMITS
 
-__all__ = ["to_numpy", "ulp_tiny", "reference_tolerance", "assert_close_to_reference"]
+__all__ = ["to_numpy", "ulp_tiny", "reference_tolerance", "assert_close_to_reference",
+           "assert_same_up_to_rounding"]
 
-_EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
+
+def _eps(dtype_name: str) -> float:
+    """Machine epsilon of a floating dtype, from the one table (:data:`attn_edu.precision.FLOAT_LIMITS`)."""
+    return FLOAT_LIMITS[dtype_name][1]
 
 
 def to_numpy(x) -> np.ndarray:
@@ -38,7 +43,7 @@ def ulp_tiny(dtype_name: str, magnitude: float = 1.0) -> float:
     1e-10 for float64 (tiled vs. naive float64 may differ by rounding, never by more)."""
     if dtype_name == "float64":
         return 1e-10
-    return _EPS[dtype_name] * max(1.0, float(magnitude))
+    return _eps(dtype_name) * max(1.0, float(magnitude))
 
 
 def reference_tolerance(gold, naive, factor: float = 2.0, tiny: Optional[float] = None) -> float:
@@ -69,3 +74,32 @@ def assert_close_to_reference(impl, gold, naive, factor: float = 2.0, tiny: Opti
         raise AssertionError(f"{what}: max|impl - gold| = {err:.3e} exceeds the tolerance {tol:.3e} "
                              f"({factor} x max|naive - gold| + tiny)")
     return err
+
+
+def assert_same_up_to_rounding(actual, desired, ulps: float = 8, what: str = "result") -> float:
+    """Two computations of the same numbers by *different paths* agree to a few ulps.
+
+    ``max|actual - desired| <= ulps * eps(dtype) * max(1, max|desired|)``, with ``eps`` of
+    the arrays' dtype (both must have it) and NaN, +inf and -inf in exactly the same
+    places. For what is the same mathematically but computed another way (one big matmul
+    against tile by tile, serial against threaded, a value changed where it is masked):
+    BLAS libraries and CPUs may round such paths differently by an ulp or two. The same
+    code run twice is compared bit for bit instead (``np.testing.assert_array_equal``).
+    Returns the largest difference.
+    """
+    dt_a, dt_d = _checks.dtype_name(actual), _checks.dtype_name(desired)
+    if dt_a != dt_d:
+        raise AssertionError(f"{what}: dtype {dt_a} differs from {dt_d}")
+    a, d = to_numpy(actual), to_numpy(desired)
+    if a.shape != d.shape:
+        raise AssertionError(f"{what}: shape {a.shape} differs from {d.shape}")
+    for name, test in (("NaN", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
+        if not np.array_equal(test(a), test(d)):
+            raise AssertionError(f"{what}: {name} at {int(test(a).sum())} places, expected {int(test(d).sum())}")
+    finite = np.isfinite(d)
+    err = float(np.max(np.abs(a[finite] - d[finite]), initial=0.0))
+    tol = ulps * _eps(dt_d) * max(1.0, float(np.max(np.abs(d[finite]), initial=0.0)))
+    if not err <= tol:
+        raise AssertionError(f"{what}: max difference {err:.3e} exceeds {ulps} ulps ({tol:.3e})")
+    return err
+

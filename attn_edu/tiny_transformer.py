@@ -3,7 +3,7 @@
 Everything chapter 07 needs, in one file that reads top to bottom:
 
 * :class:`TinyTransformer` -- an encoder-only Transformer (learned token and position
-  embeddings, pre-LayerNorm blocks built from :class:`attn_edu.modules.MultiHeadAttention`,
+  embeddings, pre-LayerNorm blocks built from :class:`attn_edu.multihead_torch.MultiHeadAttention`,
   a linear read-out at every position) that can return every layer's attention weights;
 * toy tasks with held-out data: :func:`reversal_batch` (``y_i = x_{L-1-i}``) and
   :func:`sorting_batch` (``y = sorted(x)``); :func:`is_held_out` splits the space of
@@ -26,7 +26,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Un
 import torch
 from torch import Tensor, nn
 
-from .modules import MultiHeadAttention
+from .multihead_torch import MultiHeadAttention
 
 __all__ = [
     "TinyTransformer",
@@ -84,7 +84,7 @@ class TinyTransformer(nn.Module):
         num_layers: number of blocks.
         d_ff: hidden width of each block's MLP.
 
-    Built from :class:`attn_edu.modules.MultiHeadAttention`; explained in chapter 07.
+    Built from :class:`attn_edu.multihead_torch.MultiHeadAttention`; explained in chapter 07.
     """
 
     def __init__(self, vocab: int, seq_len: int, d_model: int = 64, num_heads: int = 4,
@@ -174,6 +174,7 @@ def sorting_batch(batch: int, seq_len: int, vocab: int,
     return _targets("sort", _draw(batch, seq_len, vocab, generator, split))
 
 
+#: The two toy tasks by name; each maps (batch, seq_len, vocab, generator) to (x, y).
 TASKS: Dict[str, Callable[..., Tuple[Tensor, Tensor]]] = {
     "reverse": reversal_batch,
     "sort": sorting_batch,

@@ -22,7 +22,7 @@ import numbers
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-from .reference import is_torch_tensor
+from ._checks import is_torch_tensor
 
 __all__ = ["heatmap", "heatmap_grid", "slider_figure", "sweep_figure"]
 

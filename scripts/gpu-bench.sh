@@ -14,18 +14,18 @@ gpu=$("$PY" -c "import torch; print(torch.cuda.get_device_name().replace(' ', '_
 out=attn_edu/data/bench
 mkdir -p "$out"
 echo "==> kernels on $gpu: correctness first (larger shapes and bf16 run on CUDA)"
-"$PY" -m pytest -q tests/test_triton_flash.py tests/test_block_sparse_triton.py tests/test_flash.py tests/test_torch_ops.py
+"$PY" -m pytest -q tests/test_triton_flash.py tests/test_block_sparse_triton.py tests/test_flash.py tests/test_reference_torch.py
 echo "==> goals (ratios measured side by side)"
 "$PY" -m attn_edu.bench --goals | tee "$out/goals_${gpu}.txt"
 for D in 64 128; do
   "$PY" -m attn_edu.bench --device cuda --dtype bfloat16 --batch 4 --heads 16 --d "$D" \
     --n 1024 2048 4096 8192 16384 --impl triton torch_sdpa_flash torch_sdpa_efficient \
-    torch_sdpa_math torch_naive torch_flash --memory --repeat 10 --warmup 2 \
+    torch_sdpa_math torch_naive torch_flash --block-q 128 --block-k 128 --memory --repeat 10 --warmup 2 \
     --out "$out/gpu_${gpu}_d${D}_bf16.json"
 done
 "$PY" -m attn_edu.bench --device cuda --dtype bfloat16 --batch 4 --heads 16 --d 64 --causal \
   --n 4096 8192 16384 --impl triton torch_sdpa_flash --repeat 10 --warmup 2 \
   --out "$out/gpu_${gpu}_d64_bf16_causal.json"
 echo "==> block-sparse kernel vs dense and FlexAttention"
-"$PY" -m attn_edu.kernels.block_sparse_triton --n 8192 16384 --json "$out/block_sparse_${gpu}.json"
+"$PY" -m attn_edu.bench --block-sparse --n 8192 16384 --out "$out/block_sparse_${gpu}.json"
 echo "==> done: git add $out && git commit"

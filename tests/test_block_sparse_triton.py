@@ -1,13 +1,9 @@
 """Tests for attn_edu.kernels.block_sparse_triton (the block-sparse Triton kernel).
 
-Without a CUDA GPU the kernel runs in Triton's interpreter on the CPU. Triton reads
-the environment variable TRITON_INTERPRET when ``@triton.jit`` wraps a function: the
-kernel when its module is imported, and Triton's own library (tl.max, tl.sum, ...)
-when triton is first imported. So it is set here before either. With a GPU the same
-tests run compiled.
+Without a CUDA GPU the kernel runs in Triton's interpreter on the CPU (conftest.py sets
+TRITON_INTERPRET=1 before anything imports triton); with a GPU the same tests run compiled.
 """
 import importlib
-import importlib.util
 import os
 from pathlib import Path
 
@@ -15,39 +11,26 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
-if importlib.util.find_spec("triton") is None:
-    pytest.skip("triton is not installed", allow_module_level=True)
+pytest.importorskip("triton")
 
 import attn_edu  # noqa: E402
 from attn_edu import masks  # noqa: E402
-from attn_edu.testing import assert_close_to_reference  # noqa: E402
+from attn_edu.bench import block_sparse as bench_bs  # noqa: E402
 from attn_edu.kernels import block_sparse_triton as bst  # noqa: E402
+from attn_edu.testing import assert_close_to_reference  # noqa: E402
+from conftest import CUDA, DEVICE, torch_qkv  # noqa: E402
 
-if not torch.cuda.is_available() and not bst.INTERPRETED:  # imported earlier without it
+if not CUDA and not bst.INTERPRETED:  # imported earlier without it
     bst = importlib.reload(bst)
-
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 # --- masks -------------------------------------------------------------------------------
-def window_mask(n, window):
-    """Causal sliding window: query i sees keys i-window+1 .. i."""
-    if hasattr(masks, "sliding_window_mask"):
-        return np.asarray(masks.sliding_window_mask(n, window))
-    i = np.arange(n)
-    d = i[:, None] - i[None, :]
-    return (d >= 0) & (d < window)
-
-
 def make_mask(kind, lq, lk, seed=0):
     rng = np.random.default_rng(seed)
     if kind == "causal":
         m = np.asarray(masks.causal_mask(lq, lk))
     elif kind == "window":
-        m = window_mask(max(lq, lk), 20)[:lq, :lk]
+        m = masks.sliding_window_mask(max(lq, lk), 20)[:lq, :lk]
     elif kind == "random":
         m = rng.random((lq, lk)) < 0.3
     elif kind == "random_blocks":  # 16x16 tiles on or off: many full tiles, a ragged edge
@@ -61,11 +44,7 @@ def make_mask(kind, lq, lk, seed=0):
 
 
 def qkv(b, h, lq, lk, d, dtype="float32", dv=None, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(b, h, lq, d, generator=g)
-    k = torch.randn(b, h, lk, d, generator=g)
-    v = torch.randn(b, h, lk, dv or d, generator=g)
-    return [x.to(DEVICE, DTYPES[dtype]) for x in (q, k, v)]
+    return torch_qkv(lq, lk, d, dv, lead=(b, h), seed=seed, dtype=dtype)
 
 
 def gold_and_naive(q, k, v, mask, scale=None):
@@ -93,22 +72,22 @@ def check(q, k, v, mask, **kw):
                                        (129, 32, 64), (129, 16, 16)])
 def test_matches_reference(kind, L, block, d):
     q, k, v = qkv(1, 2, L, L, d)
-    check(q, k, v, make_mask(kind, L, L), block=block)
+    check(q, k, v, make_mask(kind, L, L), block_q=block, block_k=block)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("kind", ["causal", "random_blocks"])
 def test_half_precision(dtype, kind):
     q, k, v = qkv(1, 2, 129, 129, 64, dtype=dtype)
-    check(q, k, v, make_mask(kind, 129, 129), block=32)
+    check(q, k, v, make_mask(kind, 129, 129), block_q=32, block_k=32)
 
 
 @pytest.mark.parametrize("lq,lk", [(17, 65), (65, 17), (1, 33)])
 def test_lq_ne_lk_odd_head_dims_rectangular_tiles(lq, lk):
     q, k, v = qkv(2, 1, lq, lk, 59, dv=111)
     mask = np.asarray(masks.causal_mask(lq, lk, "bottom_right"))
-    check(q, k, v, mask, block_m=16, block_n=32)
-    check(q, k, v, make_mask("random", lq, lk), block_m=32, block_n=16, scale=-0.3)
+    check(q, k, v, mask, block_q=16, block_k=32)
+    check(q, k, v, make_mask("random", lq, lk), block_q=32, block_k=16, scale=-0.3)
 
 
 def test_mask_per_batch_and_head():
@@ -116,13 +95,13 @@ def test_mask_per_batch_and_head():
     rng = np.random.default_rng(1)
     per_head = rng.random((2, 3, 40, 40)) < 0.2
     per_head[1, 2, :16] = False  # a whole row block empty in one head only
-    out = check(q, k, v, torch.from_numpy(per_head).to(DEVICE), block=16)
+    out = check(q, k, v, torch.from_numpy(per_head).to(DEVICE), block_q=16, block_k=16)
     assert out[1, 2, :16].abs().max() == 0
     per_batch = rng.random((2, 1, 40, 40)) < 0.5
-    check(q, k, v, per_batch, block=16)
+    check(q, k, v, per_batch, block_q=16, block_k=16)
     key_padding = torch.from_numpy(rng.random((1, 1, 1, 40)) < 0.7)  # a (1, 40) row, broadcast
-    check(q, k, v, key_padding.expand(2, 3, 40, 40).to(DEVICE), block=16)  # strides 0
-    check(q[:1, :1], k[:1, :1], v[:1, :1], np.zeros((40, 40), bool), block=16)  # nothing allowed
+    check(q, k, v, key_padding.expand(2, 3, 40, 40).to(DEVICE), block_q=16, block_k=16)  # strides 0
+    check(q[:1, :1], k[:1, :1], v[:1, :1], np.zeros((40, 40), bool), block_q=16, block_k=16)  # nothing allowed
 
 
 def test_fully_masked_rows_give_zeros_and_lse_minus_inf():
@@ -131,7 +110,7 @@ def test_fully_masked_rows_give_zeros_and_lse_minus_inf():
     mask = np.asarray(masks.causal_mask(L))
     mask[16:32] = False  # a whole row block with no tile at all
     mask[5] = False  # one row inside a partial tile
-    out, lse = bst.block_sparse_attention(q, k, v, mask, block=16, return_lse=True)
+    out, lse = bst.block_sparse_attention(q, k, v, mask, block_q=16, block_k=16, return_lse=True)
     assert not torch.isnan(out).any() and not torch.isnan(lse).any()
     assert out[:, :, 16:32].abs().max() == 0 and out[:, :, 5].abs().max() == 0
     assert torch.isneginf(lse[:, :, 16:32]).all() and torch.isneginf(lse[:, :, 5]).all()
@@ -142,7 +121,7 @@ def test_lse_matches_float64_logsumexp():
     L = 65
     q, k, v = qkv(1, 2, L, L, 16)
     mask = make_mask("window", L, L)
-    _, lse = bst.block_sparse_attention(q, k, v, mask, block=16, return_lse=True)
+    _, lse = bst.block_sparse_attention(q, k, v, mask, block_q=16, block_k=16, return_lse=True)
     s = (q.double() @ k.double().transpose(-1, -2)).cpu() / 4.0  # scale 1/sqrt(16)
     ref = torch.logsumexp(s.masked_fill(~torch.from_numpy(mask), -torch.inf), dim=-1)
     assert lse.dtype == torch.float32 and lse.shape == (1, 2, L)
@@ -154,36 +133,57 @@ def test_lse_matches_float64_logsumexp():
 def test_repeated_runs_bitwise_equal():
     q, k, v = qkv(1, 1, 33, 33, 16)
     mask = make_mask("random", 33, 33)
-    assert torch.equal(bst.block_sparse_attention(q, k, v, mask, block=16),
-                       bst.block_sparse_attention(q, k, v, mask, block=16))
+    assert torch.equal(bst.block_sparse_attention(q, k, v, mask, block_q=16, block_k=16),
+                       bst.block_sparse_attention(q, k, v, mask, block_q=16, block_k=16))
 
 
-# --- the layout and its compression ------------------------------------------------------
+# --- the plan and its compression ---------------------------------------------------------
+def _dense(num, idx, nk):
+    """Rebuild a (..., nq, nk) tile layout from its lists: the inverse of the compression."""
+    listed = np.arange(idx.shape[-1]) < num[..., None]  # the first `num` entries of a row
+    out = np.zeros(idx.shape[:-1] + (nk,), dtype=bool)
+    where = np.nonzero(listed)
+    out[where[:-1] + (idx[where],)] = True
+    return out
+
+
 @pytest.mark.parametrize("kind", ["causal", "window", "random", "random_blocks"])
-@pytest.mark.parametrize("lq,lk,bm,bn", [(64, 64, 16, 16), (129, 65, 32, 16), (17, 100, 16, 64)])
-def test_layout_lists_match_masks_block_layout(kind, lq, lk, bm, bn):
+@pytest.mark.parametrize("lq,lk,bq,bk", [(64, 64, 16, 16), (129, 65, 32, 16), (17, 100, 16, 64)])
+def test_tile_lists_match_masks_block_layout(kind, lq, lk, bq, bk):
     mask = make_mask(kind, lq, lk)
-    lay = bst.make_block_sparse_layout(mask, bm, bn)
-    layout = masks.block_layout(mask, bm, bn)
-    full = masks.full_blocks(mask, bm, bn) & layout
-    assert np.array_equal(lay.layout[0, 0], layout) and np.array_equal(lay.full[0, 0], full)
-    dense_layout, dense_full = lay.dense()  # rebuilt from the index lists alone
-    assert np.array_equal(dense_layout[0, 0], layout)
-    assert np.array_equal(dense_full[0, 0], full)
-    assert np.array_equal(lay.full_num[0, 0].numpy(), full.sum(-1))
-    assert np.array_equal(lay.part_num[0, 0].numpy(), (layout & ~full).sum(-1))
-    for num, idx in ((lay.full_num, lay.full_idx), (lay.part_num, lay.part_idx)):
+    plan = masks.plan_tiles(mask, bq, bk)
+    layout = masks.block_layout(mask, bq, bk)
+    full = masks.full_blocks(mask, bq, bk) & layout
+    assert np.array_equal(plan.computed, layout) and np.array_equal(plan.full, full)
+    full_num, full_idx, part_num, part_idx = plan.tile_lists()
+    nk = layout.shape[-1]
+    assert np.array_equal(_dense(full_num, full_idx, nk), full)  # rebuilt from the lists alone
+    assert np.array_equal(_dense(part_num, part_idx, nk) | full, layout)
+    assert np.array_equal(full_num, full.sum(-1)) and np.array_equal(part_num, (layout & ~full).sum(-1))
+    for num, idx in ((full_num, full_idx), (part_num, part_idx)):
         for r in range(layout.shape[0]):  # listed columns ascend
-            cols = idx[0, 0, r, : int(num[0, 0, r])].numpy()
-            assert np.all(np.diff(cols) > 0)
-    assert lay.density == masks.block_density(layout)
+            assert np.all(np.diff(idx[r, : num[r]]) > 0)
+    assert plan.density == masks.block_density(layout)
 
 
-def test_causal_layout_has_half_the_tiles_and_full_tiles_below_diagonal():
-    lay = bst.make_block_sparse_layout(np.asarray(masks.causal_mask(128)), 32)
-    assert np.array_equal(lay.layout[0, 0], masks.causal_block_layout(128, 128, 32, 32))
-    assert np.array_equal(lay.full[0, 0], np.tri(4, 4, -1, dtype=bool))  # diagonal is partial
-    assert lay.part_num[0, 0].tolist() == [1, 1, 1, 1]
+def test_causal_plan_has_half_the_tiles_and_full_tiles_below_diagonal():
+    plan = masks.plan_tiles(np.asarray(masks.causal_mask(128)), 32, 32)
+    assert np.array_equal(plan.computed, masks.causal_block_layout(128, 128, 32, 32))
+    assert np.array_equal(plan.full, np.tri(4, 4, -1, dtype=bool))  # diagonal is partial
+    assert plan.tile_lists()[2].tolist() == [1, 1, 1, 1]
+
+
+def test_a_plan_is_reused_and_copied_to_the_device_once():
+    q, k, v = qkv(1, 2, 48, 48, 16)
+    mask = make_mask("window", 48, 48)
+    plan = masks.plan_tiles(torch.from_numpy(mask).to(DEVICE), 16, 32)
+    out = bst.block_sparse_attention(q, k, v, plan)
+    gold, naive = gold_and_naive(q, k, v, mask)
+    assert_close_to_reference(out, gold, naive)
+    cached = dict(plan._derived)
+    assert len(cached) == 1  # its mask and tile lists, on q's device
+    torch.testing.assert_close(bst.block_sparse_attention(q, k, v, plan), out, rtol=0, atol=0)
+    assert all(a is b for a, b in zip(plan._derived[next(iter(cached))], next(iter(cached.values()))))
 
 
 # --- tiles are really skipped ------------------------------------------------------------
@@ -196,7 +196,7 @@ def test_empty_tiles_are_never_loaded():
     k_nan, v_nan = k.clone(), v.clone()
     k_nan[:, :, 16:32] = float("nan")
     v_nan[:, :, 16:32] = float("nan")
-    out = bst.block_sparse_attention(q, k_nan, v_nan, mask, block=block)
+    out = bst.block_sparse_attention(q, k_nan, v_nan, mask, block_q=block, block_k=block)
     # a kernel that loaded those tiles would give NaN (0 * NaN), like the naive one does
     naive_nan = attn_edu.scaled_dot_product_attention(
         q.cpu(), k_nan.cpu(), v_nan.cpu(), mask=torch.from_numpy(mask))
@@ -214,7 +214,7 @@ def test_skipping_is_per_row_block_and_nan_still_propagates():
     mask = np.asarray(masks.causal_mask(L))
     k[:, :, 48:] = float("nan")
     v[:, :, 48:] = float("nan")
-    out = bst.block_sparse_attention(q, k, v, mask, block=block)
+    out = bst.block_sparse_attention(q, k, v, mask, block_q=block, block_k=block)
     assert torch.isnan(out[:, :, 48:]).all()  # these rows attend NaN keys
     assert torch.isfinite(out[:, :, :48]).all()  # these never load key block 3
     gold, naive = gold_and_naive(q[:, :, :48], k[:, :, :48], v[:, :, :48], mask[:48, :48])
@@ -229,12 +229,14 @@ def test_full_tiles_do_not_read_the_element_mask():
     a = np.asarray(masks.causal_mask(L))
     b = a.copy()
     b[40:48, 0:8] = False  # inside tile (2, 0), which is full in A
-    lay_a = bst.make_block_sparse_layout(a, 16, device=DEVICE)
-    assert lay_a.full[0, 0, 2, 0]
-    out = bst.block_sparse_attention(q, k, v, torch.from_numpy(b).to(DEVICE), layout=lay_a)
+    plan_a = masks.plan_tiles(a, 16, 16)
+    assert plan_a.full[2, 0]
+    # a plan whose mask is B but whose tiles are A's: what the kernel reads of the mask
+    plan_mixed = masks.TilePlan(16, 16, L, L, None, plan_a.computed, plan_a.partial, b)
+    out = bst.block_sparse_attention(q, k, v, plan_mixed)
     gold_a, naive_a = gold_and_naive(q, k, v, a)
     assert_close_to_reference(out, gold_a, naive_a)
-    out_b = check(q, k, v, b, block=16)  # B's own layout marks the tile partial
+    out_b = check(q, k, v, b, block_q=16, block_k=16)  # B's own layout marks the tile partial
     assert not torch.allclose(out_b, out)
 
 
@@ -249,8 +251,8 @@ def test_matches_flex_attention(kind):
     L = 65
     q, k, v = qkv(1, 2, L, L, 16)
     mask = make_mask(kind, L, L)
-    out, lse = bst.block_sparse_attention(q, k, v, mask, block=16, return_lse=True)
-    ref, ref_lse = bst.flex_reference(q, k, v, mask, block=16, return_lse=True, compiled=False)
+    out, lse = bst.block_sparse_attention(q, k, v, mask, block_q=16, block_k=16, return_lse=True)
+    ref, ref_lse = bst.flex_reference(q, k, v, mask, 16, return_lse=True, compiled=False)
     gold, naive = gold_and_naive(q, k, v, mask)
     assert_close_to_reference(ref, gold, naive)  # FlexAttention agrees with the gold answer
     assert (out - ref).abs().max() < 1e-5
@@ -263,13 +265,13 @@ def test_matches_flex_attention(kind):
 def test_flex_block_mask_has_the_same_tile_lists():
     L = 64
     mask = make_mask("window", L, L)
-    lay = bst.make_block_sparse_layout(mask, 16)
+    full_num, _, part_num, part_idx = masks.plan_tiles(mask, 16, 16).tile_lists()
     bm = bst.flex_block_mask_from_bool(mask, 16)
-    assert torch.equal(bm.full_kv_num_blocks[0, 0].cpu(), lay.full_num[0, 0])
-    assert torch.equal(bm.kv_num_blocks[0, 0].cpu(), lay.part_num[0, 0])
+    assert bm.full_kv_num_blocks[0, 0].cpu().tolist() == full_num.tolist()
+    assert bm.kv_num_blocks[0, 0].cpu().tolist() == part_num.tolist()
     for r in range(L // 16):
-        n = int(lay.part_num[0, 0, r])
-        assert sorted(bm.kv_indices[0, 0, r, :n].tolist()) == lay.part_idx[0, 0, r, :n].tolist()
+        n = int(part_num[r])
+        assert sorted(bm.kv_indices[0, 0, r, :n].tolist()) == part_idx[r, :n].tolist()
 
 
 # --- bad input ---------------------------------------------------------------------------
@@ -296,18 +298,20 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="does not broadcast"):
         f(q, k, v, np.ones((16, 15), bool))
     with pytest.raises(ValueError, match="power of two from 16 to 256"):
-        f(q, k, v, mask, block=24)
-    with pytest.raises(ValueError, match="block_n"):
-        f(q, k, v, mask, block_n=8)
+        f(q, k, v, mask, block_q=24, block_k=24)
+    with pytest.raises(ValueError, match="block_k"):
+        f(q, k, v, mask, block_k=8)
     with pytest.raises(ValueError, match="at least 1"):
-        f(q, k, v, mask, block=0)
+        f(q, k, v, mask, block_q=0, block_k=0)
     with pytest.raises(ValueError, match="scale must be non-zero"):
         f(q, k, v, mask, scale=0.0)
-    lay = bst.make_block_sparse_layout(mask, 16, device=DEVICE)
-    with pytest.raises(ValueError, match="block_m=32 disagrees"):
-        f(q, k, v, mask, layout=lay, block_m=32)
-    with pytest.raises(ValueError, match="layout was built"):
-        f(*qkv(1, 1, 32, 32, 16), np.ones((32, 32), bool), layout=lay)
+    plan = masks.plan_tiles(mask, 16, 16)
+    with pytest.raises(ValueError, match="block_q=32 but the TilePlan was built with block_q=16"):
+        f(q, k, v, plan, block_q=32)
+    with pytest.raises(ValueError, match="TilePlan is for"):
+        f(*qkv(1, 1, 32, 32, 16), plan)
+    with pytest.raises(TypeError, match="boolean"):
+        f(q, k, v, masks.plan_tiles(np.zeros((16, 16)), 16, 16))
 
 
 def test_cpu_without_interpreter_gives_a_clear_error(monkeypatch):
@@ -318,9 +322,9 @@ def test_cpu_without_interpreter_gives_a_clear_error(monkeypatch):
         bst.block_sparse_attention(q, k, v, np.ones((16, 16), bool))
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the benchmark would run")
+@pytest.mark.skipif(CUDA, reason="on a GPU the benchmark would run")
 def test_benchmark_says_it_was_skipped_without_a_gpu(capsys):
-    assert bst.bench_block_sparse(n_list=(256,)) == []
+    assert bench_bs.bench_block_sparse(n_list=(256,)) == []
     assert "SKIPPED" in capsys.readouterr().out
 
 
@@ -330,7 +334,7 @@ def test_benchmark_dtype_is_float16_before_ampere(monkeypatch, capability, expec
     """A Colab T4 (7.5) emulates bfloat16 in PyTorch (torch.cuda.is_bf16_supported() is
     True there) but Triton kernels need it natively: the benchmark defaults to float16."""
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: capability)
-    assert bst._default_bench_dtype() == expected
+    assert bench_bs.default_dtype() == expected
 
 
 AOT_SCRIPT = r"""
@@ -341,13 +345,13 @@ from attn_edu.kernels import block_sparse_triton as bst
 
 fn = bst._block_sparse_fwd_kernel
 assert type(fn).__name__ == "JITFunction", type(fn)
-for cc, dt, d, bm, bn, even in [(90, "bf16", 64, 128, 64, True), (80, "fp16", 59, 64, 32, False),
+for cc, dt, d, bq, bk, even in [(90, "bf16", 64, 128, 64, True), (80, "fp16", 59, 64, 32, False),
                                 (75, "fp16", 64, 128, 64, True)]:
     sig = {name: "i32" for name in fn.arg_names}
     sig.update({p: "*" + dt for p in ("Q", "K", "V", "O")}, M="*u8", LSE="*fp32", qk_scale="fp32")
     sig.update({p: "*i32" for p in ("FULL_NUM", "FULL_IDX", "PART_NUM", "PART_IDX")})
     bd = triton.next_power_of_2(d)
-    consts = dict(D=d, DV=d, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bd, EVEN=even,
+    consts = dict(D=d, DV=d, BLOCK_M=bq, BLOCK_N=bk, BLOCK_D=bd, BLOCK_DV=bd, EVEN=even,
                   PRECISION=None, UPCAST=False)
     sig.update({c: "constexpr" for c in consts})
     k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts),
@@ -356,12 +360,12 @@ for cc, dt, d, bm, bn, even in [(90, "bf16", 64, 128, 64, True), (80, "fp16", 59
     if cc >= 80:  # (for sm_75, a T4, this triton emits FMA code; it must still compile)
         assert ("wgmma" in ptx) if cc == 90 else ("mma.sync" in ptx), "no tensor-core instruction"
     assert k.metadata.shared <= (232448 if cc == 90 else 166912 if cc == 80 else 65536)
-    print("compiled", cc, dt, d, bm, bn)
+    print("compiled", cc, dt, d, bq, bk)
 """
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(torch.cuda.is_available(), reason="with a GPU the tests above compile it")
+@pytest.mark.skipif(CUDA, reason="with a GPU the tests above compile it")
 def test_kernel_compiles_for_gpus_without_a_gpu(tmp_path):
     """Triton compiles the (non-interpreted) kernel to PTX for sm_90, sm_80 and sm_75 (a
     Colab T4, float16, the benchmark's default tiles) here, on a machine with no GPU:

@@ -11,22 +11,23 @@ import math
 
 import numpy as np
 import pytest
-import torch
-
 import attn_edu
 from attn_edu import linear as L
 from attn_edu import masks
 from attn_edu.testing import assert_close_to_reference
+from conftest import qkv, rand
+
+torch = pytest.importorskip("torch")
 
 TOL = 1e-10  # float64 fast form vs float64 quadratic form
 
 
 def _x(shape, seed, scale=1.0):
-    return np.random.default_rng(seed).standard_normal(shape) * scale
+    return rand(np.random.default_rng(seed), *shape) * scale
 
 
 def _qkv(lq, lk, d, dv, seed=0, batch=(2,)):
-    return _x(batch + (lq, d), seed), _x(batch + (lk, d), seed + 1), _x(batch + (lk, dv), seed + 2)
+    return qkv(lq, lk, d, dv, lead=batch, seed=seed)
 
 
 # --------------------------------------------------------------------------- the three forms
@@ -267,7 +268,7 @@ def test_feature_argument_errors():
         L.performer_attention(*_qkv(3, 3, 4, 2), num_features=0)
     with pytest.raises(ValueError, match="num_features must be at least 1"):
         L.softmax_kernel_estimate(_x((3, 4), 0), _x((3, 4), 1), num_features=-2)
-    with pytest.raises(TypeError, match="num_features must be an integer"):
+    with pytest.raises(TypeError, match="num_features must be a positive integer"):
         L.random_features(4, 2.5)
     with pytest.raises(ValueError, match="d must be at least 1"):
         L.random_features(0, 4)

@@ -1,5 +1,4 @@
-"""Tests for attn_edu.multihead (NumPy multi-head / GQA / MQA attention and its arithmetic)
-and attn_edu.viz.plot_mask.
+"""Tests for attn_edu.multihead (NumPy multi-head / GQA / MQA attention and its arithmetic).
 
 The gold answer for multi_head_attention is a per-head loop written here: explicit column
 slices of W_Q, W_K, W_V per head, the reference SDPA per head (on plain (L, d) matrices,
@@ -10,16 +9,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import matplotlib
+import numpy as np
+import pytest
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from attn_edu import masks, multihead, reference, viz  # noqa: E402
-from attn_edu.multihead import (  # noqa: E402
+from attn_edu import masks, reference
+from attn_edu.multihead import (
     count_mha_params,
     init_mha_params,
     kv_cache_bytes,
@@ -274,53 +268,6 @@ def test_kv_cache_bytes_formula():
 
 def test_multihead_imports_numpy_only():
     code = ("import sys, attn_edu, attn_edu.multihead; "
-            "print([m for m in ('torch', 'matplotlib', 'attn_edu.modules') if m in sys.modules])")
+            "print([m for m in ('torch', 'matplotlib', 'attn_edu.multihead_torch') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-
-
-# --------------------------------------------------------------------------- plot_mask
-@pytest.fixture()
-def _close():
-    yield
-    plt.close("all")
-
-
-def test_plot_mask_draws_the_mask_with_axis_names_and_legend(_close):
-    m = masks.causal_mask(3, 5, "bottom_right")
-    fig = viz.plot_mask(m, title="bottom-right", k_labels=list("abcde"))
-    ax = fig.axes[0]
-    np.testing.assert_array_equal(np.asarray(ax.images[0].get_array()), np.asarray(m).astype(int))
-    assert ax.get_xlabel() == "key position j" and ax.get_ylabel() == "query position i"
-    assert ax.get_title() == "bottom-right"
-    assert [t.get_text() for t in ax.get_xticklabels()] == list("abcde")
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert legend == ["may attend (True)", "masked (False)"]
-    # the legend's colours are the image's colours for True and False
-    image = ax.images[0]
-    handles = ax.get_legend().legend_handles
-    np.testing.assert_allclose(handles[0].get_facecolor(), image.cmap(image.norm(1)))
-    np.testing.assert_allclose(handles[1].get_facecolor(), image.cmap(image.norm(0)))
-    assert ax.yaxis_inverted()  # row 0 at the top, like a matrix
-    assert len(ax.get_xticks(minor=True)) == 6  # grid lines between the 5 key columns
-
-
-def test_plot_mask_torch_tensor_and_into_axes(_close):
-    torch = pytest.importorskip("torch")
-    fig0, ax = plt.subplots()
-    m = torch.tensor([[True, False], [True, True]])
-    assert viz.plot_mask(m, ax=ax, q_labels=["q0", "q1"], legend=False) is fig0
-    np.testing.assert_array_equal(np.asarray(ax.images[0].get_array()), [[1, 0], [1, 1]])
-    assert ax.get_legend() is None
-
-
-def test_plot_mask_errors(_close):
-    with pytest.raises(TypeError, match="boolean"):
-        viz.plot_mask(np.ones((2, 2)))
-    with pytest.raises(TypeError, match="boolean"):
-        viz.plot_mask(np.ones((2, 2), dtype=int))
-    with pytest.raises(ValueError, match="2-D"):
-        viz.plot_mask(masks.key_mask(masks.padding_mask([1, 2])))
-    with pytest.raises(ValueError, match="k_labels has 2 labels"):
-        viz.plot_mask(np.ones((2, 3), dtype=bool), k_labels=["a", "b"])
-    assert "plot_mask" in viz.__all__

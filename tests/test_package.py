@@ -49,11 +49,13 @@ def test_no_upper_pins_that_fight_colab():
 
 
 def test_builds_an_installable_wheel(tmp_path):
+    pytest.importorskip("wheel")  # what setuptools builds wheels with, without build isolation
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
                     str(tmp_path), str(ROOT)], check=True, capture_output=True)
     (wheel,) = tmp_path.glob("attn_edu-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for module in ["__init__.py", "reference.py", "masks.py", "_checks.py", "testing.py"]:
+    for module in ["__init__.py", "reference.py", "masks/__init__.py", "masks/tiles.py", "_checks.py",
+                   "testing.py", "bench/__main__.py", "kernels/flash_triton.py"]:
         assert f"attn_edu/{module}" in names
     assert not any(n.startswith(("tests/", "notebooks/", "book/")) for n in names)
 
@@ -71,3 +73,58 @@ def test_pip_installs_from_git_url_like_colab(tmp_path):
                          env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
     path, total = out.stdout.split()
     assert path.startswith(str(target)) and float(total) == 1.0
+
+
+NUMPY_ONLY_SCRIPT = r"""
+import importlib.util, sys
+import numpy as np
+import attn_edu
+from attn_edu import masks
+from attn_edu.flash import flash_attention
+
+assert importlib.util.find_spec("torch") is None and not attn_edu.HAS_TORCH
+rng = np.random.default_rng(0)
+q, k, v = (rng.standard_normal((2, 37, 16)) for _ in range(3))
+m = masks.sliding_window_mask(37, 9) | masks.global_mask(37, [0])
+gold = attn_edu.scaled_dot_product_attention(q, k, v, mask=m, causal=True)
+for mask in (m, masks.plan_tiles(m, 8, 16, causal=True)):
+    out = flash_attention(q, k, v, mask=mask, causal=True, block_q=8, block_k=16)
+    assert np.abs(out - gold).max() <= 1e-10
+assert masks.allowed_pairs("sliding_window", 37, window=9) == masks.sliding_window_mask(37, 9).sum()
+print("numpy-only ok", attn_edu.__file__)
+"""
+
+
+@pytest.mark.slow
+def test_a_numpy_only_install_runs_the_reference_masks_and_flash(tmp_path):
+    """A fresh virtual environment with NumPy (and the test tools pytest and hypothesis)
+    only, `pip install .` of a copy of this checkout: the reference, the masks and NumPy
+    flash run from it, and the fast test loop collects (modules that need torch, triton,
+    matplotlib or plotly skip themselves) and passes. About 30 s with pip's cache warm."""
+    import shutil
+
+    copy = tmp_path / "checkout"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "_build", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    py = str(venv / "bin" / "python")
+    pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    got = subprocess.run(pip + ["numpy", "pytest", "hypothesis"], capture_output=True, text=True)
+    if got.returncode and ("Could not find a version" in got.stderr or "connection" in got.stderr.lower()):
+        pytest.skip(f"PyPI is not reachable: {got.stderr[-300:]}")
+    assert got.returncode == 0, got.stderr[-2000:]
+    got = subprocess.run(pip + [str(copy)], capture_output=True, text=True)  # `pip install .`
+    assert got.returncode == 0, got.stderr[-2000:]
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    out = subprocess.run([py, "-c", NUMPY_ONLY_SCRIPT], cwd=tmp_path, env=env, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"numpy-only ok {venv}" in out.stdout  # the installed package, not the checkout
+    # the fast loop, from the copy, against the installed package: collection works and the
+    # NumPy tests pass; what needs torch, triton, matplotlib or plotly skips itself
+    run = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
+                          "not slow and not notebooks and not browser"], cwd=copy, env=env,
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and " passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "could not import 'torch'" in run.stdout  # it really ran without torch

@@ -7,7 +7,6 @@ import pytest
 from attn_edu import scaling
 from attn_edu.reference import softmax
 
-torch = pytest.importorskip("torch")
 
 
 # --------------------------------------------------------------------------- formulas
@@ -103,6 +102,7 @@ def test_entropy_uniform_one_hot_zero_rows():
 
 
 def test_softmax_jacobian_against_autograd_and_finite_differences():
+    torch = pytest.importorskip("torch")
     rng = np.random.default_rng(2)
     s = rng.standard_normal((3, 5))
     J = scaling.softmax_jacobian(softmax(s))  # (3, 5, 5)

@@ -12,6 +12,7 @@ import pytest
 import attn_edu
 from attn_edu import masks
 from attn_edu.flash import flash_attention
+from conftest import qkv
 
 SIZES = [1, 3, 17, 20]
 
@@ -153,6 +154,19 @@ def test_allowed_pairs_closed_forms(n):
         assert masks.allowed_pairs("fixed", n, block=block, summary=c) == masks.fixed_mask(n, block, c).sum()
 
 
+def test_allowed_pairs_of_symmetric_windows_and_rectangular_causal_masks():
+    """The one home of pair counting covers what the benchmarks and FLOP counts need."""
+    for n, w in [(1, 4), (3, 1), (17, 4), (63, 8), (65, 7), (129, 256), (300, 31)]:
+        got = masks.allowed_pairs("sliding_window", n, window=w, causal=False)
+        assert got == masks.sliding_window_mask(n, w, causal=False).sum(), (n, w)
+    for lq, lk in [(1, 1), (5, 9), (9, 5), (17, 3), (3, 17)]:
+        for align in ("top_left", "bottom_right"):
+            got = masks.allowed_pairs("causal", lq, lk=lk, alignment=align)
+            assert got == masks.causal_mask(lq, lk, align).sum(), (lq, lk, align)
+    with pytest.raises(ValueError, match="window"):
+        masks.allowed_pairs("sliding_window", 8, window=0, causal=False)
+
+
 def test_sqrt_n_patterns_grow_like_n_to_the_1_5():
     ns = np.array([256, 1024, 4096])
     pairs = [masks.allowed_pairs("local_strided", int(n), stride=int(math.isqrt(int(n)))) for n in ns]
@@ -279,13 +293,6 @@ def patterns(n=N):
     }
 
 
-def qkv(rng, shape_q, shape_k, dv):
-    q = rng.standard_normal(shape_q)
-    k = rng.standard_normal(shape_k)
-    v = rng.standard_normal(shape_k[:-1] + (dv,))
-    return q, k, v
-
-
 def computed_tiles(trace):
     return sum(not t.skipped for t in trace)
 
@@ -299,7 +306,7 @@ def causal_and_mask_tiles(mask, bq, bk):
 @pytest.mark.parametrize("bq,bk", [(8, 8), (16, 5)])
 def test_flash_with_pattern_equals_dense_reference(name, bq, bk):
     mask = patterns()[name]
-    q, k, v = qkv(np.random.default_rng(0), (2, N, 16), (2, N, 16), 11)
+    q, k, v = qkv(N, N, 16, 11, lead=(2,), seed=0)
     gold = attn_edu.scaled_dot_product_attention(q, k, v, mask=mask)
     out, trace = flash_attention(q, k, v, mask=mask, block_q=bq, block_k=bk, return_trace=True)
     assert np.max(np.abs(out - gold)) <= 1e-10
@@ -311,7 +318,7 @@ def test_flash_with_pattern_equals_dense_reference(name, bq, bk):
                                   "sliding_window_symmetric"])
 def test_pattern_with_causal_flag_or_mask_equals_reference(name):
     mask = patterns()[name]
-    q, k, v = qkv(np.random.default_rng(1), (N, 16), (N, 16), 16)
+    q, k, v = qkv(N, N, 16, seed=1)
     both = masks.combine_masks(mask, masks.causal_mask(N))
     gold = attn_edu.scaled_dot_product_attention(q, k, v, mask=both)
     out1, tr1 = flash_attention(q, k, v, mask=mask, causal=True, block_q=8, block_k=8, return_trace=True)
@@ -330,7 +337,7 @@ def test_pattern_with_padding_equals_reference(name):
     lengths = [30, 20, 9]
     pad = masks.key_mask(masks.padding_mask(lengths, N))  # (B, 1, N)
     mask = masks.combine_masks(patterns()[name], pad)  # (B, N, N)
-    q, k, v = qkv(np.random.default_rng(2), (3, N, 16), (3, N, 16), 16)
+    q, k, v = qkv(N, N, 16, lead=(3,), seed=2)
     gold = attn_edu.scaled_dot_product_attention(q, k, v, mask=mask)
     out, trace = flash_attention(q, k, v, mask=mask, block_q=8, block_k=8, return_trace=True)
     assert np.max(np.abs(out - gold)) <= 1e-10
@@ -345,7 +352,7 @@ def test_pattern_with_padding_equals_reference(name):
 def test_torch_cpu_twin_with_pattern_equals_reference(name):
     torch = pytest.importorskip("torch")
     mask = patterns()[name]
-    q, k, v = qkv(np.random.default_rng(3), (1, 2, N, 16), (1, 2, N, 16), 16)
+    q, k, v = qkv(N, N, 16, lead=(1, 2), seed=3)
     gold = attn_edu.scaled_dot_product_attention(q, k, v, mask=mask)
     tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
     tmask = torch.from_numpy(mask)

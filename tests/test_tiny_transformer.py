@@ -3,10 +3,11 @@
 Fast tests only (a few seconds on 2 CPU cores): tiny sizes, few steps.
 """
 import pytest
-import torch
 
-from attn_edu import tiny_transformer as tt
-from attn_edu.modules import MultiHeadAttention
+torch = pytest.importorskip("torch")
+
+from attn_edu import tiny_transformer as tt  # noqa: E402
+from attn_edu.multihead_torch import MultiHeadAttention  # noqa: E402
 
 V, L = 10, 8
 

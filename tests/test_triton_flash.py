@@ -1,18 +1,13 @@
 """attn_edu.kernels.flash_triton: the Triton FlashAttention kernels.
 
-On a machine without a GPU the kernels run in Triton's CPU interpreter. Triton 3.9
-reads TRITON_INTERPRET when ``@triton.jit`` decorates a function: Triton's own
-library (tl.max, tl.sum) when triton is first imported, our kernels when
-attn_edu.kernels.flash_triton is imported. So it is set here, at the top of the
-module, before either (only when there is no CUDA GPU). Other test modules in the
-same pytest process are unaffected (the variable only changes how triton runs,
-and no other module imports triton at import time); what happens when it is set
-too late is tested in a subprocess at the end.
+On a machine without a GPU the kernels run in Triton's CPU interpreter: conftest.py sets
+TRITON_INTERPRET=1 before anything imports triton (Triton 3.9 reads it when
+``@triton.jit`` decorates a function). What happens when it is set too late is tested in
+a subprocess at the end.
 
 Shapes are small on the CPU (the interpreter runs each block through NumPy) and
 larger on a GPU.
 """
-import importlib.util
 import os
 import subprocess
 import sys
@@ -22,17 +17,13 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-CUDA = torch.cuda.is_available()
-if not CUDA:
-    os.environ["TRITON_INTERPRET"] = "1"  # before triton and flash_triton are imported
-if importlib.util.find_spec("triton") is None:
-    pytest.skip("triton is not installed", allow_module_level=True)
+pytest.importorskip("triton")
 
-from attn_edu import kernels, torch_ops  # noqa: E402
+from attn_edu import kernels, masks, reference_torch  # noqa: E402
 from attn_edu.kernels import flash_triton as ft  # noqa: E402
 from attn_edu.testing import assert_close_to_reference  # noqa: E402
+from conftest import CUDA, DEVICE, torch_qkv  # noqa: E402
 
-DEVICE = "cuda" if CUDA else "cpu"
 ROOT = Path(__file__).resolve().parents[1]
 
 # dtypes: bfloat16 only on a GPU of compute capability >= 8.0 (the interpreter's tl.dot
@@ -51,18 +42,14 @@ else:
 
 
 def _inputs(shape, dtype, seed=0, grad=False):
-    B, H, LQ, LK, DK, DV = shape
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(B, H, LQ, DK, generator=g)  # (B, H, Lq, Dk)
-    k = torch.randn(B, H, LK, DK, generator=g)  # (B, H, Lk, Dk)
-    v = torch.randn(B, H, LK, DV, generator=g)  # (B, H, Lk, Dv)
-    return [x.to(device=DEVICE, dtype=dtype).requires_grad_(grad) for x in (q, k, v)]
+    B, H, LQ, LK, DK, DV = shape  # q (B, H, Lq, Dk), k (B, H, Lk, Dk), v (B, H, Lk, Dv)
+    return torch_qkv(LQ, LK, DK, DV, lead=(B, H), seed=seed, dtype=dtype, requires_grad=grad)
 
 
 def _reference(q, k, v, causal, dtype=torch.float64):
-    """torch_ops (naive) in ``dtype`` on the same device: float64 = the gold answer."""
+    """reference_torch (naive) in ``dtype`` on the same device: float64 = the gold answer."""
     xs = [x.detach().to(dtype).requires_grad_() for x in (q, k, v)]
-    return xs, torch_ops.scaled_dot_product_attention(*xs, causal=causal)
+    return xs, reference_torch.scaled_dot_product_attention(*xs, causal=causal)
 
 
 def _lse(q, k, causal, dtype):
@@ -71,7 +58,7 @@ def _lse(q, k, causal, dtype):
     s = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)  # (B, H, Lq, Lk)
     align = {False: None, True: "top_left"}.get(causal, causal)
     if align is not None:
-        allowed = torch_ops.causal_mask(q.shape[-2], k.shape[-2], align, device=q.device)
+        allowed = masks.causal_mask(q.shape[-2], k.shape[-2], align, device=q.device)
         s = s.masked_fill(~allowed, float("-inf"))
     return torch.logsumexp(s.float() if dtype == torch.bfloat16 else s, dim=-1)
 
@@ -118,9 +105,9 @@ def test_noncontiguous_inputs_and_explicit_scale():
     q, k, v = (torch.randn(B, L, H, D, generator=g).to(DEVICE).transpose(1, 2) for _ in range(3))
     assert not q.is_contiguous()
     out, _ = ft.triton_attention_forward(q, k, v, causal=True, scale=-0.3)
-    gold = torch_ops.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+    gold = reference_torch.scaled_dot_product_attention(q.double(), k.double(), v.double(),
                                                   causal=True, scale=-0.3)
-    naive = torch_ops.scaled_dot_product_attention(q, k, v, causal=True, scale=-0.3)
+    naive = reference_torch.scaled_dot_product_attention(q, k, v, causal=True, scale=-0.3)
     assert_close_to_reference(out, gold, naive)
 
 
@@ -185,7 +172,7 @@ def test_bad_inputs_get_clear_errors():
     # the same mistake gets the same message as the reference
     msg = _raises(ValueError, ["d_k"], ft.triton_attention, q, k[..., :8], v)
     with pytest.raises(ValueError) as ref:
-        torch_ops.scaled_dot_product_attention(q, k[..., :8], v)
+        reference_torch.scaled_dot_product_attention(q, k[..., :8], v)
     assert msg == str(ref.value)
     if not CUDA:
         _raises(TypeError, ["bfloat16", "interpreter", "11584"], ft.triton_attention,
@@ -248,14 +235,14 @@ def test_block_schedule_computes_exactly_the_nonempty_tiles(lq, lk, causal):
     """The kernel's loop bounds visit every tile with a visible pair and no other;
     tiles without a mask are wholly visible and inside the key range."""
     import numpy as np
-    from attn_edu.flash import tile_layout
 
-    sched = ft.block_schedule(lq, lk, 32, 16, causal)
-    computed, _ = tile_layout(lq, lk, 32, 16, causal=causal)
-    assert np.array_equal(sched > 0, computed)
+    plan = ft.block_schedule(lq, lk, 32, 16, causal)
+    sched = plan.schedule
+    assert isinstance(plan, masks.TilePlan) and (plan.block_q, plan.block_k) == (32, 16)
+    assert np.array_equal(plan.computed, masks.plan_tiles(None, 32, 16, causal, lq=lq, lk=lk).computed)
     allowed = np.ones((lq, lk), bool)
     if causal:
-        allowed = torch_ops.causal_mask(lq, lk, True if causal is True else causal).numpy()
+        allowed = masks.causal_mask(lq, lk, True if causal is True else causal, device="cpu").numpy()
     for i, j in zip(*np.nonzero(sched == 2)):
         tile = allowed[i * 32:(i + 1) * 32, j * 16:(j + 1) * 16]
         assert tile.all() and (j + 1) * 16 <= lk

@@ -4,15 +4,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import matplotlib
+import numpy as np
+import pytest
 
+matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 
-from attn_edu import viz, widgets  # noqa: E402
+from attn_edu import masks, viz, widgets  # noqa: E402
 
 go = pytest.importorskip("plotly.graph_objects")
 ipywidgets = pytest.importorskip("ipywidgets")
@@ -263,3 +263,44 @@ def test_importing_attn_edu_does_not_import_plotting_libraries():
             "print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --------------------------------------------------------------------------- plot_mask
+def test_plot_mask_draws_the_mask_with_axis_names_and_legend():
+    m = masks.causal_mask(3, 5, "bottom_right")
+    fig = viz.plot_mask(m, title="bottom-right", k_labels=list("abcde"))
+    ax = fig.axes[0]
+    np.testing.assert_array_equal(np.asarray(ax.images[0].get_array()), np.asarray(m).astype(int))
+    assert ax.get_xlabel() == "key position j" and ax.get_ylabel() == "query position i"
+    assert ax.get_title() == "bottom-right"
+    assert [t.get_text() for t in ax.get_xticklabels()] == list("abcde")
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["may attend (True)", "masked (False)"]
+    # the legend's colours are the image's colours for True and False
+    image = ax.images[0]
+    handles = ax.get_legend().legend_handles
+    np.testing.assert_allclose(handles[0].get_facecolor(), image.cmap(image.norm(1)))
+    np.testing.assert_allclose(handles[1].get_facecolor(), image.cmap(image.norm(0)))
+    assert ax.yaxis_inverted()  # row 0 at the top, like a matrix
+    assert len(ax.get_xticks(minor=True)) == 6  # grid lines between the 5 key columns
+
+
+def test_plot_mask_torch_tensor_and_into_axes():
+    torch = pytest.importorskip("torch")
+    fig0, ax = plt.subplots()
+    m = torch.tensor([[True, False], [True, True]])
+    assert viz.plot_mask(m, ax=ax, q_labels=["q0", "q1"], legend=False) is fig0
+    np.testing.assert_array_equal(np.asarray(ax.images[0].get_array()), [[1, 0], [1, 1]])
+    assert ax.get_legend() is None
+
+
+def test_plot_mask_errors():
+    with pytest.raises(TypeError, match="boolean"):
+        viz.plot_mask(np.ones((2, 2)))
+    with pytest.raises(TypeError, match="boolean"):
+        viz.plot_mask(np.ones((2, 2), dtype=int))
+    with pytest.raises(ValueError, match="2-D"):
+        viz.plot_mask(masks.key_mask(masks.padding_mask([1, 2])))
+    with pytest.raises(ValueError, match="k_labels has 2 labels"):
+        viz.plot_mask(np.ones((2, 3), dtype=bool), k_labels=["a", "b"])
+    assert "plot_mask" in viz.__all__

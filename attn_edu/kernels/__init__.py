@@ -1,24 +1,34 @@
-"""Triton kernels (chapter 10): imported lazily, so ``import attn_edu.kernels`` never
+"""Triton kernels (chapters 10 and 11), imported lazily: ``import attn_edu.kernels`` never
 needs triton (or torch).
 
 * :func:`~attn_edu.kernels.flash_triton.triton_attention` (q, k, v, causal=False, scale=None) -> out, differentiable;
 * :func:`~attn_edu.kernels.flash_triton.triton_attention_forward` (q, k, v, causal=False, scale=None) -> (out, lse);
-* :func:`~attn_edu.kernels.block_sparse_triton.block_sparse_attention` (q, k, v, mask, block=64, ...) -> out, forward only
-  (chapter 11); :func:`~attn_edu.kernels.block_sparse_triton.make_block_sparse_layout` builds its tile lists once;
+* :func:`~attn_edu.kernels.block_sparse_triton.block_sparse_attention` (q, k, v, mask, block_q, block_k, ...)
+  -> out, forward only (chapter 11); pass a :class:`attn_edu.masks.TilePlan` as the mask to
+  reuse its tile lists;
 * :func:`available` -- can the kernels run here (triton installed, and a CUDA GPU or
   ``TRITON_INTERPRET=1`` for the CPU interpreter)?
 
-Triton 3.9 decides between compiled and interpreted kernels when ``@triton.jit``
-runs, i.e. when :mod:`attn_edu.kernels.flash_triton` is first imported; set
-``TRITON_INTERPRET=1`` before that on a machine without a GPU. The functions below
-import that module only when they are called.
+``attn_edu.kernels.triton_attention`` and the others are the functions of those modules,
+imported on first access. Triton 3.9 decides between compiled and interpreted kernels
+when ``@triton.jit`` runs, i.e. when a kernel module is first imported; set
+``TRITON_INTERPRET=1`` before that on a machine without a GPU.
+
+A kernel file holds kernels, their launchers and their input checks; the benchmarks are
+in :mod:`attn_edu.bench`.
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 
-__all__ = ["triton_attention", "triton_attention_forward", "block_sparse_attention",
-           "make_block_sparse_layout", "available"]
+__all__ = ["triton_attention", "triton_attention_forward", "block_sparse_attention", "available"]
+
+_LAZY = {
+    "triton_attention": "flash_triton",
+    "triton_attention_forward": "flash_triton",
+    "block_sparse_attention": "block_sparse_triton",
+}
 
 
 def available() -> bool:
@@ -38,29 +48,11 @@ def available() -> bool:
     return requested()
 
 
-def triton_attention(q, k, v, causal=False, scale=None):
-    """See :func:`attn_edu.kernels.flash_triton.triton_attention`."""
-    from .flash_triton import triton_attention as _impl
-
-    return _impl(q, k, v, causal=causal, scale=scale)
-
-
-def triton_attention_forward(q, k, v, causal=False, scale=None):
-    """See :func:`attn_edu.kernels.flash_triton.triton_attention_forward`."""
-    from .flash_triton import triton_attention_forward as _impl
-
-    return _impl(q, k, v, causal=causal, scale=scale)
+def __getattr__(name: str):  # PEP 562: the kernel modules load on first use
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'attn_edu.kernels' has no attribute {name!r}")
 
 
-def block_sparse_attention(q, k, v, mask, block=64, **kwargs):
-    """See :func:`attn_edu.kernels.block_sparse_triton.block_sparse_attention`."""
-    from .block_sparse_triton import block_sparse_attention as _impl
-
-    return _impl(q, k, v, mask, block, **kwargs)
-
-
-def make_block_sparse_layout(mask, block_m=64, block_n=None, device=None):
-    """See :func:`attn_edu.kernels.block_sparse_triton.make_block_sparse_layout`."""
-    from .block_sparse_triton import make_block_sparse_layout as _impl
-
-    return _impl(mask, block_m, block_n, device)
+def __dir__():  # the lazy names too (documentation tools list a module's names this way)
+    return sorted(set(globals()) | set(_LAZY))

@@ -57,6 +57,11 @@ interpreter the kernels run on NumPy, one program at a time: correct, slow, good
 for tests with small shapes. (bfloat16 is refused there: the interpreter's
 ``tl.dot`` multiplies the raw bit patterns, triton-lang/triton#11584.)
 
+Why one file of more than 600 lines: the forward kernel, the three backward kernels,
+their launchers and the autograd wrapper are one algorithm whose parts share the loop
+bounds and the block sizes, and chapter 10 reads them in this order, like Triton's own
+fused-attention tutorial; split, the reader would chase the loop bounds across files.
+
 Explained in chapter 10 (FlashAttention II: PyTorch, Triton and memory on a GPU).
 """
 from __future__ import annotations
@@ -67,8 +72,10 @@ import torch
 from torch import Tensor
 
 from .. import _checks
+from ..masks import TilePlan, causal_offset
+from ..reference_torch import require_tensor
 from . import _interpret
-from ..torch_ops import _require_tensor
+from ._shared import LN2, LOG2E, padded_head_dim
 
 try:  # guarded: the rest of attn_edu never needs triton
     import triton
@@ -90,6 +97,7 @@ __all__ = [
     "triton_attention_forward",
     "check_triton_inputs",
     "block_schedule",
+    "kernel_source",
     "interpret_mode",
     "SUPPORTED_DTYPES",
     "MAX_HEAD_DIM",
@@ -99,9 +107,6 @@ __all__ = [
 SUPPORTED_DTYPES = ("float16", "bfloat16", "float32")
 #: Largest head dimension (d_k and d_v); smaller ones are padded to a power of two >= 16.
 MAX_HEAD_DIM = 128
-
-_LOG2E = 1.4426950408889634  # log2(e): the kernels use exp2, so scores are scaled by it
-_LN2 = 0.6931471805599453  # ln(2): converts the base-2 lse back to a natural log
 
 
 def interpret_mode() -> bool:
@@ -255,7 +260,7 @@ def _attn_fwd_kernel(Q, K, V, Out, Lse,
     empty = l_i == 0.0  # rows that saw no key: output 0, lse -inf
     l_safe = tl.where(empty, 1.0, l_i)
     acc = acc / l_safe[:, None]
-    lse = (m_i + tl.math.log2(l_safe)) * 0.6931471805599453  # base 2 -> natural log
+    lse = (m_i + tl.math.log2(l_safe)) * LN2  # base 2 -> natural log
     lse = tl.where(empty, float("-inf"), lse)
     tl.store(Lse + off_hz * LQ + offs_m, lse, mask=offs_m < LQ)
     o_ptrs = (Out + off_b * stride_ob + off_h * stride_oh
@@ -315,7 +320,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, Lse, Delta,
     offs_m = tl.arange(0, BLOCK_M)
     offs_dk = tl.arange(0, BLOCK_DK)
     offs_dv = tl.arange(0, BLOCK_DV)
-    qk_scale = sm_scale * 1.4426950408889634  # base-2 units, as in the forward
+    qk_scale = sm_scale * LOG2E  # base-2 units, as in the forward
 
     k = tl.load(K + off_b * stride_kb + off_h * stride_kh
                 + offs_n[:, None] * stride_kn + offs_dk[None, :] * stride_kd,
@@ -347,7 +352,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, Lse, Delta,
         lse = tl.load(Lse + off_hz * LQ + rows, mask=rows < LQ, other=float("inf"))
         lse = tl.where(lse == float("-inf"), float("inf"), lse)
         sT = tl.dot(k, qT, input_precision=INPUT_PRECISION)  # (BLOCK_N, BLOCK_M)
-        pT = tl.math.exp2(sT * qk_scale - lse[None, :] * 1.4426950408889634)
+        pT = tl.math.exp2(sT * qk_scale - lse[None, :] * LOG2E)
         allowed = offs_n[:, None] < LK
         if CAUSAL:
             allowed = allowed & (offs_n[:, None] <= rows[None, :] + CAUSAL_OFFSET)
@@ -399,7 +404,7 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, Lse, Delta,
     offs_n = tl.arange(0, BLOCK_N)
     offs_dk = tl.arange(0, BLOCK_DK)
     offs_dv = tl.arange(0, BLOCK_DV)
-    qk_scale = sm_scale * 1.4426950408889634
+    qk_scale = sm_scale * LOG2E
 
     row_ok = offs_m < LQ
     q = tl.load(Q + off_b * stride_qb + off_h * stride_qh
@@ -428,7 +433,7 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, Lse, Delta,
         vT = tl.load(vT_ptrs + start_n * stride_vn,
                      mask=(offs_dv[:, None] < HEAD_DV) & (cols[None, :] < LK), other=0.0)
         s = tl.dot(q, kT, input_precision=INPUT_PRECISION)  # (BLOCK_M, BLOCK_N)
-        p = tl.math.exp2(s * qk_scale - lse[:, None] * 1.4426950408889634)
+        p = tl.math.exp2(s * qk_scale - lse[:, None] * LOG2E)
         allowed = cols[None, :] < LK
         if CAUSAL:
             allowed = allowed & (cols[None, :] <= offs_m[:, None] + CAUSAL_OFFSET)
@@ -487,11 +492,6 @@ else:  # pragma: no cover
 # ----------------------------------------------------------------------------
 # Input checks
 # ----------------------------------------------------------------------------
-def _padded(d: int) -> int:
-    """The power of two >= max(d, 16) the kernel computes with (tl.dot needs >= 16)."""
-    return max(16, 1 << (int(d) - 1).bit_length())
-
-
 def _cuda_dtype_problem(dtype_name: str, capability: Tuple[int, int]) -> Optional[str]:
     """Why the kernels cannot take ``dtype_name`` on a GPU of this compute capability
     (None when they can). bfloat16 tensor-core math needs compute capability 8.0
@@ -518,7 +518,7 @@ def check_triton_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
     CUDA device (or the CPU with ``TRITON_INTERPRET=1``).
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
-        _require_tensor(name, x)
+        require_tensor(name, x)
     dt = _checks.check_float_dtypes(q=_checks.dtype_name(q.dtype), k=_checks.dtype_name(k.dtype),
                                     v=_checks.dtype_name(v.dtype))
     if dt not in SUPPORTED_DTYPES:
@@ -583,38 +583,67 @@ def check_triton_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
     return align, s
 
 
-def block_schedule(lq: int, lk: int, block_m: int, block_n: int,
-                   causal: Union[bool, str] = False):
-    """What the forward kernel does with each (query block, key block) tile.
+def block_schedule(lq: int, lk: int, block_q: int, block_k: int,
+                   causal: Union[bool, str] = False) -> TilePlan:
+    """What the forward kernel does with each (query block, key block) tile, as a :class:`~attn_edu.masks.TilePlan`.
 
-    The kernel's loop bounds, in Python: returns an int array (cdiv(lq, block_m),
-    cdiv(lk, block_n)) with 0 = skipped (never loaded), 1 = computed with masking
-    (ragged last key block, blocks that straddle the causal diagonal), 2 = computed
-    with no mask at all. For pictures and tests; the kernel itself computes the
-    same bounds from ``tl.program_id``.
+    The kernel's loop bounds, in Python: tiles below ``hi`` are computed, tiles below
+    ``full_end`` with no mask at all, the rest of them masked (the blocks that straddle
+    the causal diagonal, and a ragged last key block); tiles past ``hi`` are skipped,
+    never loaded. ``plan.schedule`` gives 0 = skipped, 1 = masked, 2 = full per tile;
+    ``block_q``/``block_k`` are the kernel's ``BLOCK_M``/``BLOCK_N``. For pictures and
+    tests; the kernel computes the same bounds from ``tl.program_id``.
     """
     import numpy as np
 
     lq, lk = _checks.check_length("lq", lq), _checks.check_length("lk", lk)
-    block_m = _checks.check_block_size("block_m", block_m)
-    block_n = _checks.check_block_size("block_n", block_n)
+    block_q = _checks.check_positive_int("block_q", block_q)
+    block_k = _checks.check_positive_int("block_k", block_k)
     align = _checks.check_causal(causal)
-    offset = _causal_offset(align, lq, lk)
-    nq, nk = -(-lq // block_m), -(-lk // block_n)
-    out = np.zeros((nq, nk), dtype=np.int64)
+    offset = _offset(align, lq, lk)
+    nq, nk = -(-lq // block_q), -(-lk // block_k)
+    computed = np.zeros((nq, nk), dtype=bool)
+    masked = np.zeros((nq, nk), dtype=bool)
     for i in range(nq):
-        start_m = i * block_m
-        if align is not None:
-            hi = min(max(min(start_m + block_m, lq) + offset, 0), lk)
-            full_end = min(max(start_m + offset + 1, 0) // block_n * block_n,
-                           lk // block_n * block_n)
+        start_m = i * block_q
+        if align is not None:  # the kernel's CAUSAL branch, line by line
+            hi = min(max(min(start_m + block_q, lq) + offset, 0), lk)
+            full_end = min(max(start_m + offset + 1, 0) // block_k * block_k,
+                           lk // block_k * block_k)
         else:
-            hi, full_end = lk, lk // block_n * block_n
-        for start_n in range(0, full_end, block_n):
-            out[i, start_n // block_n] = 2
-        for start_n in range(full_end, hi, block_n):
-            out[i, start_n // block_n] = 1
-    return out
+            hi, full_end = lk, lk // block_k * block_k
+        for start_n in range(0, full_end, block_k):  # first inner loop: MASKED=False
+            computed[i, start_n // block_k] = True
+        for start_n in range(full_end, hi, block_k):  # second inner loop: MASKED=True
+            computed[i, start_n // block_k] = masked[i, start_n // block_k] = True
+    computed.flags.writeable = masked.flags.writeable = False
+    return TilePlan(block_q, block_k, lq, lk, align, computed, masked)
+
+
+def kernel_source(kernel: str, start: Optional[str] = None, stop: Optional[str] = None) -> str:
+    """The source of one of this file's kernels, or a stretch of it, to read on a page.
+
+    ``kernel`` is one of ``"forward"`` (the program of one query block), ``"forward_inner"``
+    (its loop over key blocks), ``"backward_preprocess"``, ``"backward_dkdv"`` and
+    ``"backward_dq"``. With ``start`` the text begins at the first line containing it;
+    with ``stop`` it ends before the next line containing that. Dedented. Chapter 10
+    prints the kernels this way, a few lines at a time.
+    """
+    import inspect
+    import textwrap
+
+    kernels = {"forward": _attn_fwd_kernel, "forward_inner": _attn_fwd_inner,
+               "backward_preprocess": _attn_bwd_preprocess, "backward_dkdv": _attn_bwd_dkdv,
+               "backward_dq": _attn_bwd_dq}
+    if kernel not in kernels:
+        raise ValueError(f"kernel must be one of {', '.join(map(repr, kernels))}; got {kernel!r}")
+    fn = kernels[kernel]
+    lines = inspect.getsource(getattr(fn, "fn", fn)).splitlines()  # a jitted kernel keeps .fn
+    i = 0 if start is None else next((n for n, line in enumerate(lines) if start in line), None)
+    if i is None:
+        raise ValueError(f"no line of the {kernel} kernel contains {start!r}")
+    j = next((n for n, line in enumerate(lines) if stop and n > i and stop in line), len(lines))
+    return textwrap.dedent("\n".join(lines[i:j]))
 
 
 # ----------------------------------------------------------------------------
@@ -630,9 +659,9 @@ def _input_precision(dtype: torch.dtype) -> str:
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
-def _causal_offset(align: Optional[str], lq: int, lk: int) -> int:
-    """Key j is visible to query i when j <= i + offset (top-left: 0)."""
-    return lk - lq if align == "bottom_right" else 0
+def _offset(align: Optional[str], lq: int, lk: int) -> int:
+    """The kernels' CAUSAL_OFFSET: :func:`attn_edu.masks.causal_offset`, 0 when not causal."""
+    return 0 if align is None else causal_offset(lq, lk, align)
 
 
 def _forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float):
@@ -645,8 +674,8 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float
     if LK == 0:  # no keys: every row is empty
         return out.zero_(), lse.fill_(float("-inf"))
     args = (q, k, v, out, lse, *_strides(q), *_strides(k), *_strides(v), *_strides(out),
-            H, LQ, LK, scale * _LOG2E, _causal_offset(align, LQ, LK))
-    meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=_padded(DK), BLOCK_DV=_padded(DV),
+            H, LQ, LK, scale * LOG2E.value, _offset(align, LQ, LK))
+    meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
                 CAUSAL=align is not None, INPUT_PRECISION=_input_precision(q.dtype))
     if _BUILT_INTERPRETED:
         bm, bn = INTERPRET_BLOCK_M, INTERPRET_BLOCK_N
@@ -667,13 +696,13 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
     dv = torch.zeros((B, H, LK, DV), dtype=v.dtype, device=v.device)
     if LQ == 0 or LK == 0:
         return dq, dk, dv
-    bdk, bdv = _padded(DK), _padded(DV)
+    bdk, bdv = padded_head_dim(DK), padded_head_dim(DV)
     delta = torch.empty((B, H, LQ), dtype=torch.float32, device=q.device)  # (B, H, Lq)
     _attn_bwd_preprocess[(triton.cdiv(LQ, 32), B * H)](
         out, do, delta, *_strides(out), *_strides(do), H, LQ,
         HEAD_DV=DV, BLOCK_M=32, BLOCK_DV=bdv)
     common = (*_strides(q), *_strides(k), *_strides(v), *_strides(do),
-              H, LQ, LK, scale, _causal_offset(align, LQ, LK))
+              H, LQ, LK, scale, _offset(align, LQ, LK))
     meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=bdk, BLOCK_DV=bdv, CAUSAL=align is not None,
                 INPUT_PRECISION=_input_precision(q.dtype))
     if _BUILT_INTERPRETED:

@@ -1,6 +1,6 @@
-"""PyTorch attention: the twin of :mod:`attn_edu.reference`.
+"""PyTorch attention: the twin of :mod:`attn_edu.reference` (same names, same rules).
 
-Same semantics, same argument checks (:mod:`attn_edu._checks`), same error messages as
+Same semantics, same argument checks (``attn_edu._checks``), same error messages as
 the NumPy reference, but on torch tensors, on any device (CPU or CUDA), differentiable,
 and computed in the input dtype (float16, bfloat16, float32 or float64 in, the same
 dtype out). This is the "naive_T" of the book's tolerance rule: the plain
@@ -14,7 +14,9 @@ matmul -> softmax -> matmul, written so that it can be read top to bottom.
   gradients are finite (zero): there is no NaN-producing operation in the graph;
 * NaN in unmasked inputs propagates; it is never hidden.
 
-Importing this module imports torch; ``import attn_edu`` does not import it.
+Importing this module imports torch; ``import attn_edu`` does not import it. The NumPy
+functions hand torch tensors here (``attn_edu.scaled_dot_product_attention(q, k, v)`` with
+tensors runs :func:`scaled_dot_product_attention` below).
 
 Explained in chapter 01 (the four steps), 03 (the stable softmax) and 05 (masks).
 """
@@ -26,13 +28,15 @@ import torch
 from torch import Tensor, nn
 
 from . import _checks
+from .reference import prepare_mask
 
-__all__ = ["softmax", "scaled_dot_product_attention", "causal_mask", "ScaledDotProductAttention"]
+__all__ = ["softmax", "scaled_dot_product_attention", "ScaledDotProductAttention"]
 
 _NEG_INF = float("-inf")
 
 
-def _require_tensor(name: str, x: object) -> Tensor:
+def require_tensor(name: str, x: object) -> Tensor:
+    """``x`` itself when it is a ``torch.Tensor``; a TypeError naming ``name`` otherwise."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(
             f"{name} must be a torch.Tensor; got {type(x).__module__}.{type(x).__name__}. "
@@ -72,10 +76,10 @@ def softmax(x: Tensor, dim: int = -1, mask: Optional[Tensor] = None) -> Tensor:
 
     Explained in chapter 03.
     """
-    x = _require_tensor("x", x)
+    x = require_tensor("x", x)
     _checks.check_float_dtypes(x=_checks.dtype_name(x.dtype))
     if mask is not None:
-        mask = _require_tensor("mask", mask)
+        mask = require_tensor("mask", mask)
         if mask.dtype != torch.bool:
             raise TypeError(
                 f"softmax's mask must be boolean (True = keep); got dtype {_checks.dtype_name(mask.dtype)}"
@@ -91,65 +95,6 @@ def softmax(x: Tensor, dim: int = -1, mask: Optional[Tensor] = None) -> Tensor:
     return _stable_softmax(x, dim)
 
 
-def causal_mask(
-    lq: int,
-    lk: Optional[int] = None,
-    alignment: Union[bool, str] = "top_left",
-    device: Union[str, torch.device, None] = None,
-) -> Tensor:
-    """Boolean causal mask tensor of shape (lq, lk) on ``device``; True = may attend.
-
-    The torch twin of :func:`attn_edu.masks.causal_mask`, built with torch ops on the
-    device (no NumPy round-trip):
-
-    * ``"top_left"`` (PyTorch's ``is_causal``): key j allowed when ``j <= i``, ``tril(ones(lq, lk))``;
-    * ``"bottom_right"``: ``j <= i + (lk - lq)``, ``tril(ones(lq, lk), diagonal=lk - lq)``.
-
-    Like the NumPy :class:`~attn_edu.masks.CausalMask`, the tensor is tagged with its
-    alignment (attribute ``causal_alignment``), so passing it *and* ``causal=...`` to
-    :func:`scaled_dot_product_attention` is caught. Anything computed from it
-    (``m & pad``, ``m.to(other_device)``) is a plain tensor again, and so is
-    ``torch.as_tensor(attn_edu.masks.causal_mask(...))``: the tag does not survive the
-    conversion.
-
-    Explained in chapter 05.
-    """
-    lq = _checks.check_length("lq", lq)
-    lk = lq if lk is None else _checks.check_length("lk", lk)
-    align = _checks.check_causal(alignment)
-    if align is None:
-        raise ValueError("alignment must be 'top_left', 'bottom_right' or True; got False")
-    offset = 0 if align == "top_left" else lk - lq
-    out = torch.ones(lq, lk, dtype=torch.bool, device=device).tril(diagonal=offset)  # (Lq, Lk)
-    out.causal_alignment = align  # the tag (plain Python attribute on this tensor object)
-    return out
-
-
-def _prepare_mask(
-    mask: Optional[Tensor], scores_shape: Tuple[int, ...], causal: Optional[str], device: torch.device
-) -> Tuple[Optional[Tensor], Optional[Tensor]]:
-    """Shared mask logic (torch side): returns (allowed bool tensor or None, additive or None).
-
-    Mirrors :func:`attn_edu.reference.prepare_mask` step for step.
-    """
-    lq, lk = scores_shape[-2:]
-    allowed = additive = None
-    if mask is not None:
-        kind = _checks.check_mask(_checks.dtype_name(mask.dtype), tuple(mask.shape), scores_shape,
-                                  getattr(mask, "causal_alignment", None), causal)
-        if kind == "bool":
-            allowed = mask
-        else:
-            if bool(torch.isnan(mask).any()) or bool(torch.isposinf(mask).any()):
-                raise ValueError(_checks.FLOAT_MASK_VALUES)
-            allowed = ~torch.isneginf(mask)
-            additive = torch.where(allowed, mask, torch.zeros_like(mask))  # -inf handled by `allowed`
-    if causal is not None:
-        tri = causal_mask(lq, lk, causal, device=device)  # (Lq, Lk), built on the tensors' device
-        allowed = tri if allowed is None else (allowed & tri)
-    return allowed, additive
-
-
 def prepare_inputs(q, k, v, mask, causal, scale, enable_gqa: bool = False):
     """The argument handling every PyTorch attention shares (this module, :mod:`attn_edu.flash`).
 
@@ -159,7 +104,7 @@ def prepare_inputs(q, k, v, mask, causal, scale, enable_gqa: bool = False):
     here for type and device only.
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
-        _require_tensor(name, x)
+        require_tensor(name, x)
     _checks.check_float_dtypes(q=_checks.dtype_name(q.dtype), k=_checks.dtype_name(k.dtype), v=_checks.dtype_name(v.dtype))
     _checks.same_devices(q=q.device, k=k.device, v=v.device)
     batch, group = _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa)
@@ -168,12 +113,8 @@ def prepare_inputs(q, k, v, mask, causal, scale, enable_gqa: bool = False):
     if group > 1:  # grouped-query: each k/v head serves `group` consecutive query heads
         k = k.repeat_interleave(group, dim=-3)  # (..., Hq, Lk, Dk)
         v = v.repeat_interleave(group, dim=-3)  # (..., Hq, Lk, Dv)
+    _checks.check_mask_kind(mask, torch_like=True)
     if mask is not None:
-        if not isinstance(mask, torch.Tensor):
-            raise TypeError(
-                f"mask is a {type(mask).__module__}.{type(mask).__name__} but q, k, v are torch "
-                "tensors; convert it with torch.as_tensor(mask, device=q.device)"
-            )
         _checks.same_devices(q=q.device, mask=mask.device)
     return q, k, v, batch, align, s
 
@@ -204,7 +145,7 @@ def scaled_dot_product_attention(
             ``-inf`` blocks), broadcastable to (..., L_q, L_k), on the same device as q.
         causal: False, True/"top_left" (key j allowed when j <= i), or "bottom_right"
             (j <= i + L_k - L_q). Combined with ``mask`` by intersection; a mask made by
-            :func:`causal_mask` together with ``causal=...`` is an error (stated twice).
+            :func:`attn_edu.masks.causal_mask` together with ``causal=...`` is an error (stated twice).
         scale: multiplies the scores; default 1/sqrt(d_k).
         return_weights: also return the attention weights.
 
@@ -215,7 +156,7 @@ def scaled_dot_product_attention(
     """
     q, k, v, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
     scores_shape = tuple(batch) + (q.shape[-2], k.shape[-2])
-    allowed, additive = _prepare_mask(mask, scores_shape, align, q.device)
+    allowed, additive = prepare_mask(mask, scores_shape, align, q.device)
 
     # 1. scores: every query against every key
     scores = (q @ k.transpose(-1, -2)) * s  # (..., Lq, Dk) @ (..., Dk, Lk) -> (..., Lq, Lk)
@@ -254,6 +195,7 @@ class ScaledDotProductAttention(nn.Module):
         return_weights: bool = False,
         enable_gqa: bool = False,
     ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+        """:func:`scaled_dot_product_attention` with the module's ``causal`` and ``scale``."""
         return scaled_dot_product_attention(
             q, k, v, mask=mask, causal=self.causal, scale=self.scale,
             return_weights=return_weights, enable_gqa=enable_gqa,

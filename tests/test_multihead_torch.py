@@ -1,4 +1,4 @@
-"""Tests for attn_edu.modules: the PyTorch MultiHeadAttention (MHA/GQA/MQA), the KV cache,
+"""Tests for attn_edu.multihead_torch: the PyTorch MultiHeadAttention (MHA/GQA/MQA), the KV cache,
 and agreement with attn_edu.multihead (NumPy) and torch.nn.MultiheadAttention."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from attn_edu import masks, multihead  # noqa: E402
-from attn_edu.modules import KVCache, MultiHeadAttention, decode_with_cache, torch_mha_reference  # noqa: E402
+from attn_edu.multihead_torch import KVCache, MultiHeadAttention, decode_with_cache, torch_mha_reference  # noqa: E402
 from attn_edu.testing import assert_close_to_reference  # noqa: E402
 
 TOL = 1e-12

@@ -1,4 +1,4 @@
-"""Tests for attn_edu.torch_ops: the PyTorch twin of the NumPy reference.
+"""Tests for attn_edu.reference_torch: the PyTorch twin of the NumPy reference.
 
 The float64 NumPy reference (attn_edu.reference) is the gold answer. float64 must agree
 to 1e-12; float32 / float16 / bfloat16 are held to the book's tolerance rule
@@ -15,8 +15,9 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 import attn_edu  # noqa: E402
-from attn_edu import _checks, masks, reference, torch_ops  # noqa: E402
-from attn_edu.testing import assert_close_to_reference, to_numpy  # noqa: E402
+from attn_edu import _checks, masks, reference, reference_torch  # noqa: E402
+from attn_edu.testing import assert_close_to_reference, assert_same_up_to_rounding, to_numpy  # noqa: E402
+from conftest import rand, torch_qkv  # noqa: E402
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
@@ -25,7 +26,7 @@ NEG_INF = float("-inf")
 
 # --------------------------------------------------------------------------- helpers
 def _rand(shape, seed):
-    return np.random.default_rng(seed).standard_normal(shape)
+    return rand(np.random.default_rng(seed), *shape)
 
 
 def _t(x, dtype=torch.float64, device="cpu", requires_grad=False):
@@ -136,9 +137,7 @@ def _naive_for(q, k, v, mask, causal, enable_gqa, scale=None):
     batch, _ = _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa)
     scores_shape = tuple(batch) + (q.shape[-2], k.shape[-2])
     m = None if mask is None else (mask.cpu().numpy() if mask.dtype == torch.bool else to_numpy(mask))
-    allowed, additive = reference.prepare_mask(
-        m, "bool" if mask is not None and mask.dtype == torch.bool else "float64",
-        scores_shape, _checks.check_causal(causal))
+    allowed, additive = reference.prepare_mask(m, scores_shape, _checks.check_causal(causal))
     allowed = None if allowed is None else torch.as_tensor(np.asarray(allowed), device=q.device)
     additive = None if additive is None else torch.as_tensor(additive, device=q.device).to(q.dtype)
     return _naive_torch(q, k, v, allowed, additive, scale=scale, group=group)
@@ -149,7 +148,7 @@ def _naive_for(q, k, v, mask, causal, enable_gqa, scale=None):
 @pytest.mark.parametrize("name", list(CASES))
 def test_matches_reference(name, dtype):
     q, k, v, mask, kw = _case_inputs(name, dtype)
-    out, w = torch_ops.scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True, **kw)
+    out, w = reference_torch.scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True, **kw)
     gold, gold_w = _gold(q, k, v, mask, **kw)
     assert out.dtype == dtype and w.dtype == dtype
     assert out.shape == gold.shape and w.shape == gold_w.shape
@@ -172,41 +171,41 @@ def test_low_precision_is_not_worse_than_float32_by_much(dtype):
     """For fp16/bf16 the twin *is* a naive_T, so the rule alone is close to a tautology;
     also bound its error absolutely: a few units of the dtype's epsilon."""
     q, k, v, mask, kw = _case_inputs("Lq127_Lk129_bool", dtype, seed=5)
-    out = torch_ops.scaled_dot_product_attention(q, k, v, mask=mask, **kw)
+    out = reference_torch.scaled_dot_product_attention(q, k, v, mask=mask, **kw)
     gold, _ = _gold(q, k, v, mask, **kw)
     eps = torch.finfo(dtype).eps
     err = np.abs(to_numpy(out) - gold).max()
     assert err <= 8 * eps * max(1.0, np.abs(gold).max())
     # and it is not the same computation as float32 rounded (sanity: the test sees fp16 math)
-    out32 = torch_ops.scaled_dot_product_attention(q.float(), k.float(), v.float(), mask=mask, **kw)
+    out32 = reference_torch.scaled_dot_product_attention(q.float(), k.float(), v.float(), mask=mask, **kw)
     assert err > np.abs(to_numpy(out32) - gold).max()
 
 
 def test_scale_argument_negative_and_custom():
     q, k, v, mask, kw = _case_inputs("Lq3_Lk17_Dv8", torch.float64)
     for scale in (-0.3, 2.5, 1e-3):
-        out = torch_ops.scaled_dot_product_attention(q, k, v, scale=scale)
+        out = reference_torch.scaled_dot_product_attention(q, k, v, scale=scale)
         gold, _ = _gold(q, k, v, scale=scale)
         assert np.abs(to_numpy(out) - gold).max() <= 1e-12
     # the default really is 1/sqrt(d_k)
     d = q.shape[-1]
-    assert torch.equal(torch_ops.scaled_dot_product_attention(q, k, v),
-                       torch_ops.scaled_dot_product_attention(q, k, v, scale=1 / d**0.5))
+    assert_same_up_to_rounding(reference_torch.scaled_dot_product_attention(q, k, v),
+                               reference_torch.scaled_dot_product_attention(q, k, v, scale=1 / d**0.5))
 
 
 def test_float_mask_in_another_float_dtype_is_cast():
     q, k, v, _, _ = _case_inputs("Lq3_Lk17_Dv8", torch.float32)
     m64 = _t(_make_mask("float", q.shape, k.shape, 9), torch.float64)
-    a = torch_ops.scaled_dot_product_attention(q, k, v, mask=m64)
-    b = torch_ops.scaled_dot_product_attention(q, k, v, mask=m64.float())
-    assert a.dtype == torch.float32 and torch.equal(a, b)
+    a = reference_torch.scaled_dot_product_attention(q, k, v, mask=m64)
+    b = reference_torch.scaled_dot_product_attention(q, k, v, mask=m64.float())
+    assert a.dtype == torch.float32
+    assert_same_up_to_rounding(a, b)  # cast inside or outside: the same float32 mask
 
 
 # ------------------------------------------------------------------ against F.sdpa
 def _qkv(bq, bk, lq, lk, d, dv, dtype=torch.float64, seed=0, requires_grad=False):
-    return (_t(_rand(bq + (lq, d), seed), dtype, requires_grad=requires_grad),
-            _t(_rand(bk + (lk, d), seed + 1), dtype, requires_grad=requires_grad),
-            _t(_rand(bk + (lk, dv), seed + 2), dtype, requires_grad=requires_grad))
+    return torch_qkv(lq, lk, d, dv, lead=bq, lead_k=bk, seed=seed, dtype=dtype, device="cpu",
+                     requires_grad=requires_grad)
 
 
 def _close(a, b, tol):
@@ -214,21 +213,29 @@ def _close(a, b, tol):
     assert (a - b).abs().max().item() <= tol, (a - b).abs().max().item()
 
 
-TOL = {torch.float64: 1e-12, torch.float32: 2e-6}
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("lq,lk", [(17, 17), (5, 19), (19, 5)])
 def test_sdpa_no_mask_and_is_causal_top_left(dtype, lq, lk):
     q, k, v = _qkv((2, 3), (2, 3), lq, lk, 16, 8, dtype)
-    _close(torch_ops.scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v), TOL[dtype])
+
+    def agree(ours, theirs, **kw):
+        """float64: 1e-12; float32: each within the tolerance rule of the other's error."""
+        if dtype == torch.float64:
+            return _close(ours, theirs, 1e-12)
+        gold = reference_torch.scaled_dot_product_attention(q.double(), k.double(), v.double(), **kw)
+        assert_close_to_reference(ours, gold, theirs)
+        assert_close_to_reference(theirs, gold, ours)
+
+    agree(reference_torch.scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v))
     theirs = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # PyTorch: top-left
     for causal in (True, "top_left"):
-        _close(torch_ops.scaled_dot_product_attention(q, k, v, causal=causal), theirs, TOL[dtype])
-    _close(torch_ops.scaled_dot_product_attention(q, k, v, scale=-0.7),
-           F.scaled_dot_product_attention(q, k, v, scale=-0.7), TOL[dtype])
+        agree(reference_torch.scaled_dot_product_attention(q, k, v, causal=causal), theirs, causal=True)
+    agree(reference_torch.scaled_dot_product_attention(q, k, v, scale=-0.7),
+          F.scaled_dot_product_attention(q, k, v, scale=-0.7), scale=-0.7)
     if lq != lk:  # the two alignments really differ here
-        ours_br = torch_ops.scaled_dot_product_attention(q, k, v, causal="bottom_right")
+        ours_br = reference_torch.scaled_dot_product_attention(q, k, v, causal="bottom_right")
         assert (ours_br - theirs).abs().max() > 1e-3
 
 
@@ -237,7 +244,7 @@ def test_sdpa_bottom_right_equals_explicit_tril(lq, lk):
     q, k, v = _qkv((2, 3), (2, 3), lq, lk, 16, 8)
     tril = torch.ones(lq, lk, dtype=torch.bool).tril(diagonal=lk - lq)
     theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=tril)
-    ours = torch_ops.scaled_dot_product_attention(q, k, v, causal="bottom_right")
+    ours = reference_torch.scaled_dot_product_attention(q, k, v, causal="bottom_right")
     _close(ours, theirs, 1e-12)
     assert torch.isfinite(ours).all()
 
@@ -254,15 +261,15 @@ def test_sdpa_attn_mask_same_polarity(kind):
         mm[rng.random(mm.shape) < 0.3] = NEG_INF
         mm[..., 0] = 0.0
         m = _t(mm)
-    _close(torch_ops.scaled_dot_product_attention(q, k, v, mask=m),
+    _close(reference_torch.scaled_dot_product_attention(q, k, v, mask=m),
            F.scaled_dot_product_attention(q, k, v, attn_mask=m), 1e-12)
 
 
 def test_sdpa_enable_gqa():
     q, k, v = _qkv((2, 6), (2, 2), 9, 11, 16, 8)
     theirs = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-    _close(torch_ops.scaled_dot_product_attention(q, k, v, enable_gqa=True), theirs, 1e-12)
-    _close(torch_ops.scaled_dot_product_attention(q, k, v, enable_gqa=True, causal=True),
+    _close(reference_torch.scaled_dot_product_attention(q, k, v, enable_gqa=True), theirs, 1e-12)
+    _close(reference_torch.scaled_dot_product_attention(q, k, v, enable_gqa=True, causal=True),
            F.scaled_dot_product_attention(q, k, v, enable_gqa=True, is_causal=True), 1e-12)
     # consecutive query heads share a k/v head (repeat_interleave, not tile)
     _close(theirs, F.scaled_dot_product_attention(q, k.repeat_interleave(3, -3), v.repeat_interleave(3, -3)), 1e-12)
@@ -283,7 +290,7 @@ def test_sdpa_fully_masked_rows_documented():
     m[2] = False
     mf = torch.zeros(4, 6, dtype=torch.float64).masked_fill(~m, NEG_INF)
     for mask in (m, mf):
-        ours = torch_ops.scaled_dot_product_attention(q, k, v, mask=mask)
+        ours = reference_torch.scaled_dot_product_attention(q, k, v, mask=mask)
         theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         assert (ours[..., 2, :] == 0).all()
         assert (theirs[..., 2, :] == 0).all()  # torch 2.13: zeros, not NaN
@@ -299,24 +306,24 @@ def _gc(fn, *inputs):
 
 def test_gradcheck_plain_and_scale():
     q, k, v = _qkv((2,), (2,), 3, 5, 4, 3, requires_grad=True)
-    _gc(lambda q, k, v: torch_ops.scaled_dot_product_attention(q, k, v), q, k, v)
-    _gc(lambda q, k, v: torch_ops.scaled_dot_product_attention(q, k, v, scale=-1.3), q, k, v)
+    _gc(lambda q, k, v: reference_torch.scaled_dot_product_attention(q, k, v), q, k, v)
+    _gc(lambda q, k, v: reference_torch.scaled_dot_product_attention(q, k, v, scale=-1.3), q, k, v)
 
 
 @pytest.mark.parametrize("causal", [True, "bottom_right"])
 @pytest.mark.parametrize("lq,lk", [(5, 3), (3, 5)])
 def test_gradcheck_causal(causal, lq, lk):
     q, k, v = _qkv((1, 2), (1, 2), lq, lk, 4, 3, requires_grad=True)
-    _gc(lambda q, k, v: torch_ops.scaled_dot_product_attention(q, k, v, causal=causal), q, k, v)
+    _gc(lambda q, k, v: reference_torch.scaled_dot_product_attention(q, k, v, causal=causal), q, k, v)
 
 
 def test_gradcheck_float_mask_including_mask_gradient():
     q, k, v = _qkv((2,), (2,), 3, 5, 4, 3, requires_grad=True)
     m = _t(_rand((3, 5), 11), requires_grad=True)  # finite: d/dmask is defined
-    _gc(lambda q, k, v, m: torch_ops.scaled_dot_product_attention(q, k, v, mask=m), q, k, v, m)
+    _gc(lambda q, k, v, m: reference_torch.scaled_dot_product_attention(q, k, v, mask=m), q, k, v, m)
     blocked = m.detach().clone()
     blocked[1, 2] = NEG_INF
-    _gc(lambda q, k, v: torch_ops.scaled_dot_product_attention(q, k, v, mask=blocked), q, k, v)
+    _gc(lambda q, k, v: reference_torch.scaled_dot_product_attention(q, k, v, mask=blocked), q, k, v)
 
 
 def test_gradcheck_bool_mask_with_fully_masked_row():
@@ -324,7 +331,7 @@ def test_gradcheck_bool_mask_with_fully_masked_row():
     m = torch.ones(2, 4, 5, dtype=torch.bool)
     m[0, 1] = False
     m[1, :, 3] = False
-    fn = lambda q, k, v: torch_ops.scaled_dot_product_attention(q, k, v, mask=m)  # noqa: E731
+    fn = lambda q, k, v: reference_torch.scaled_dot_product_attention(q, k, v, mask=m)  # noqa: E731
     _gc(fn, q, k, v)
     assert torch.autograd.gradgradcheck(fn, (q, k, v), eps=1e-6, atol=1e-7)
     out = fn(q, k, v)
@@ -336,7 +343,7 @@ def test_gradcheck_bool_mask_with_fully_masked_row():
 
 def test_gradcheck_gqa():
     q, k, v = _qkv((1, 4), (1, 2), 3, 5, 4, 3, requires_grad=True)
-    _gc(lambda q, k, v: torch_ops.scaled_dot_product_attention(q, k, v, enable_gqa=True, causal="bottom_right"),
+    _gc(lambda q, k, v: reference_torch.scaled_dot_product_attention(q, k, v, enable_gqa=True, causal="bottom_right"),
         q, k, v)
 
 
@@ -345,7 +352,7 @@ def test_gradcheck_gqa():
 def test_fully_masked_rows_have_finite_zero_grads(dtype):
     q, k, v, mask, kw = _case_inputs("fully_masked_rows_float", dtype)
     q, k, v = (x.requires_grad_() for x in (q, k, v))
-    out, w = torch_ops.scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True, **kw)
+    out, w = reference_torch.scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True, **kw)
     (out.sum() + (w * w).sum()).backward()
     for g in (q.grad, k.grad, v.grad):
         assert g.dtype == dtype and torch.isfinite(g).all()
@@ -364,8 +371,8 @@ def test_gradients_match_float64_reference_rule_float32():
         xs = [x.detach().to(dtype).requires_grad_() for x in (q, k, v)]
         return torch.autograd.grad((fn(*xs) * do.to(dtype)).sum(), xs)
 
-    ours = grads(lambda a, b, c: torch_ops.scaled_dot_product_attention(a, b, c, mask=mask, **kw), torch.float32)
-    gold = grads(lambda a, b, c: torch_ops.scaled_dot_product_attention(a, b, c, mask=mask, **kw), torch.float64)
+    ours = grads(lambda a, b, c: reference_torch.scaled_dot_product_attention(a, b, c, mask=mask, **kw), torch.float32)
+    gold = grads(lambda a, b, c: reference_torch.scaled_dot_product_attention(a, b, c, mask=mask, **kw), torch.float64)
     naive = grads(lambda a, b, c: _naive_for(a, b, c, mask, **kw), torch.float32)
     # the float64 twin's gradient is checked by gradcheck above; use it as gold here
     for o, g, n, what in zip(ours, gold, naive, ("dq", "dk", "dv")):
@@ -376,15 +383,15 @@ def test_gradients_match_float64_reference_rule_float32():
 def test_nan_in_unmasked_input_propagates():
     q, k, v = _qkv((2,), (2,), 4, 6, 8, 5)
     q[0, 2, 3] = float("nan")
-    out = torch_ops.scaled_dot_product_attention(q, k, v)
+    out = reference_torch.scaled_dot_product_attention(q, k, v)
     assert torch.isnan(out[0, 2]).all()
     assert torch.isfinite(out[0, [0, 1, 3]]).all() and torch.isfinite(out[1]).all()
     # NaN in an allowed key poisons every row that may see it
     q, k, v = _qkv((1,), (1,), 4, 6, 8, 5)
     k[0, 4, 0] = float("nan")
-    out = torch_ops.scaled_dot_product_attention(q, k, v, causal=True)  # rows 0..3 see keys <= i
+    out = reference_torch.scaled_dot_product_attention(q, k, v, causal=True)  # rows 0..3 see keys <= i
     assert torch.isfinite(out[0, :4]).all()  # key 4 is hidden from rows 0..3
-    out = torch_ops.scaled_dot_product_attention(q, k, v, causal="bottom_right")  # rows 2, 3 see key 4
+    out = reference_torch.scaled_dot_product_attention(q, k, v, causal="bottom_right")  # rows 2, 3 see key 4
     assert torch.isfinite(out[0, :2]).all() and torch.isnan(out[0, 2:]).all()
     gold, _ = _gold(q, k, v, causal="bottom_right")
     assert_close_to_reference(out, gold, out)  # NaN in exactly the reference's places
@@ -395,14 +402,14 @@ def test_masked_out_keys_do_not_matter():
     m = torch.ones(2, 5, 7, dtype=torch.bool)
     m[:, :, 2] = False
     m[1, 3, 5] = False
-    base = torch_ops.scaled_dot_product_attention(q, k, v, mask=m)
+    base = reference_torch.scaled_dot_product_attention(q, k, v, mask=m)
     for fill in (1e4, float("nan"), float("inf")):
         k2 = k.clone()
         k2[:, 2] = fill  # masked for every query
-        assert torch.equal(torch_ops.scaled_dot_product_attention(q, k2, v, mask=m), base)
+        assert_same_up_to_rounding(reference_torch.scaled_dot_product_attention(q, k2, v, mask=m), base)
     v2 = v.clone()
     v2[:, 2] = 123.0  # a finite change to a masked value changes nothing either
-    assert torch.equal(torch_ops.scaled_dot_product_attention(q, k, v2, mask=m), base)
+    assert_same_up_to_rounding(reference_torch.scaled_dot_product_attention(q, k, v2, mask=m), base)
 
 
 def test_nan_in_masked_value_follows_reference():
@@ -412,7 +419,7 @@ def test_nan_in_masked_value_follows_reference():
     v[0, 1, 0] = float("nan")
     m = torch.ones(3, 4, dtype=torch.bool)
     m[:, 1] = False
-    out = torch_ops.scaled_dot_product_attention(q, k, v, mask=m)
+    out = reference_torch.scaled_dot_product_attention(q, k, v, mask=m)
     gold, _ = _gold(q, k, v, mask=m)
     assert_close_to_reference(out, gold, out)
 
@@ -459,10 +466,10 @@ ERRORS = {
     "causal_bad_str": (_f(3, 4), _f(5, 4), _f(5, 4), dict(causal="bottom"), ValueError, "'bottom'", True),
     "causal_bad_type": (_f(3, 4), _f(5, 4), _f(5, 4), dict(causal=1.5), TypeError, "of type float", True),
     "causal_twice_top_left": (_f(3, 4), _f(5, 4), _f(5, 4),
-                              dict(mask=torch_ops.causal_mask(3, 5), causal=True),
+                              dict(mask=masks.causal_mask(3, 5, device="cpu"), causal=True),
                               ValueError, "already a causal mask (alignment 'top_left')", True),
     "causal_twice_bottom_right": (_f(2, 3, 4), _f(2, 5, 4), _f(2, 5, 4),
-                                  dict(mask=torch_ops.causal_mask(3, 5, "bottom_right"), causal="top_left"),
+                                  dict(mask=masks.causal_mask(3, 5, "bottom_right", device="cpu"), causal="top_left"),
                                   ValueError, "causal='top_left' was given", True),
     # torch only
     "numpy_mask": (_f(3, 4), _f(5, 4), _f(5, 4), dict(mask=np.ones((3, 5), dtype=bool)),
@@ -479,7 +486,7 @@ ERRORS = {
 def test_errors(name):
     q, k, v, kw, exc, fragment, numpy_too = ERRORS[name]
     with pytest.raises(exc) as info:
-        torch_ops.scaled_dot_product_attention(q, k, v, **kw)
+        reference_torch.scaled_dot_product_attention(q, k, v, **kw)
     assert fragment in str(info.value)
     if numpy_too:  # same mistake, same type, same words in the NumPy reference
         np_kw = {key: _np(val) for key, val in kw.items()}
@@ -494,27 +501,28 @@ def test_untagged_causal_pattern_is_just_a_mask():
     or its additive form are ordinary masks that may be combined with causal=..."""
     q, k, v = _qkv((2,), (2,), 5, 7, 8, 8)
     plain = torch.ones(5, 7, dtype=torch.bool).tril()
-    combined = torch_ops.causal_mask(5, 7) & torch.tensor([True] * 6 + [False])
+    combined = masks.causal_mask(5, 7, device="cpu") & torch.tensor([True] * 6 + [False])
     assert torch.equal(combined, plain) and getattr(combined, "causal_alignment", None) is None
-    additive = torch.zeros(5, 7, dtype=torch.float64).masked_fill(~torch_ops.causal_mask(5, 7), NEG_INF)
-    base = torch_ops.scaled_dot_product_attention(q, k, v, causal=True)
+    additive = torch.zeros(5, 7, dtype=torch.float64).masked_fill(~masks.causal_mask(5, 7, device="cpu"), NEG_INF)
+    base = reference_torch.scaled_dot_product_attention(q, k, v, causal=True)
     for m in (plain, combined, additive, torch.as_tensor(masks.causal_mask(5, 7))):
-        assert torch.equal(torch_ops.scaled_dot_product_attention(q, k, v, mask=m, causal=True), base)
+        assert_same_up_to_rounding(reference_torch.scaled_dot_product_attention(q, k, v, mask=m, causal=True), base)
         gold, _ = _gold(q, k, v, mask=m, causal=True)
         assert np.abs(to_numpy(base) - gold).max() <= 1e-12
     # a tagged mask alone (no causal=) is what causal=... does
-    assert torch.equal(torch_ops.scaled_dot_product_attention(q, k, v, mask=torch_ops.causal_mask(5, 7)), base)
+    assert_same_up_to_rounding(
+        reference_torch.scaled_dot_product_attention(q, k, v, mask=masks.causal_mask(5, 7, device="cpu")), base)
 
 
 @pytest.mark.parametrize("lq,lk", [(1, 1), (3, 5), (5, 3), (4, 4), (0, 3)])
 @pytest.mark.parametrize("alignment", [True, "top_left", "bottom_right"])
 def test_causal_mask_matches_numpy(lq, lk, alignment):
-    t = torch_ops.causal_mask(lq, lk, alignment)
+    t = masks.causal_mask(lq, lk, alignment, device="cpu")
     n = masks.causal_mask(lq, lk, alignment)
     assert t.dtype == torch.bool and np.array_equal(t.numpy(), np.asarray(n))
     assert t.causal_alignment == n.causal_alignment
-    assert torch_ops.causal_mask(2, alignment=alignment).shape == (2, 2)
-    assert torch_ops.causal_mask(lq, lk, alignment, device="meta").device.type == "meta"
+    assert masks.causal_mask(2, alignment=alignment, device="cpu").shape == (2, 2)
+    assert masks.causal_mask(lq, lk, alignment, device="meta").device.type == "meta"
 
 
 @pytest.mark.parametrize("kw,exc,fragment", [
@@ -524,14 +532,14 @@ def test_causal_mask_matches_numpy(lq, lk, alignment):
 ])
 def test_causal_mask_errors(kw, exc, fragment):
     with pytest.raises(exc, match=fragment):
-        torch_ops.causal_mask(**kw)
+        masks.causal_mask(**kw, device="cpu")
 
 
 # ------------------------------------------------------- dtype, device, weights, dispatch
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
 def test_dtype_device_and_weights(dtype):
     q, k, v, mask, kw = _case_inputs("fully_masked_rows_bool", dtype)
-    out, w = torch_ops.scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True, **kw)
+    out, w = reference_torch.scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True, **kw)
     assert out.dtype == w.dtype == dtype and out.device == w.device == q.device
     sums = w.double().sum(-1)
     has_key = mask.any(-1)
@@ -548,13 +556,13 @@ def test_runs_on_the_tensors_device_meta():
     k = torch.empty(2, 3, 7, 8, device="meta")
     v = torch.empty(2, 3, 7, 4, device="meta")
     for causal in (False, True, "bottom_right"):
-        out, w = torch_ops.scaled_dot_product_attention(q, k, v, causal=causal, return_weights=True)
+        out, w = reference_torch.scaled_dot_product_attention(q, k, v, causal=causal, return_weights=True)
         assert out.device.type == "meta" and out.shape == (2, 3, 5, 4) and w.shape == (2, 3, 5, 7)
 
 
 def test_top_level_dispatch():
     q, k, v, mask, kw = _case_inputs("query_key_padding_causal", torch.float32)
-    ours, w = torch_ops.scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True, **kw)
+    ours, w = reference_torch.scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True, **kw)
     top, top_w = attn_edu.scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True, **kw)
     assert isinstance(top, torch.Tensor) and torch.equal(top, ours) and torch.equal(top_w, w)
     with pytest.raises(TypeError, match="mix"):
@@ -563,19 +571,19 @@ def test_top_level_dispatch():
 
 def test_repeated_runs_are_bitwise_equal():
     q, k, v, mask, kw = _case_inputs("Lq127_Lk129_bool", torch.float32)
-    a = torch_ops.scaled_dot_product_attention(q, k, v, mask=mask, **kw)
-    b = torch_ops.scaled_dot_product_attention(q, k, v, mask=mask, **kw)
+    a = reference_torch.scaled_dot_product_attention(q, k, v, mask=mask, **kw)
+    b = reference_torch.scaled_dot_product_attention(q, k, v, mask=mask, **kw)
     assert torch.equal(a, b)
 
 
 def test_invariants_permutations_and_zero_q():
     q, k, v = _qkv((2,), (2,), 6, 9, 8, 5)
-    base = torch_ops.scaled_dot_product_attention(q, k, v)
+    base = reference_torch.scaled_dot_product_attention(q, k, v)
     pk, pq = torch.randperm(9, generator=torch.Generator().manual_seed(0)), torch.tensor([3, 1, 5, 0, 2, 4])
-    _close(torch_ops.scaled_dot_product_attention(q, k[:, pk], v[:, pk]), base, 1e-12)
-    _close(torch_ops.scaled_dot_product_attention(q[:, pq], k, v), base[:, pq], 1e-12)
+    _close(reference_torch.scaled_dot_product_attention(q, k[:, pk], v[:, pk]), base, 1e-12)
+    _close(reference_torch.scaled_dot_product_attention(q[:, pq], k, v), base[:, pq], 1e-12)
     z = torch.zeros_like(q)
-    _close(torch_ops.scaled_dot_product_attention(z, torch.zeros_like(k), v), v.mean(-2, keepdim=True).expand(2, 6, 5),
+    _close(reference_torch.scaled_dot_product_attention(z, torch.zeros_like(k), v), v.mean(-2, keepdim=True).expand(2, 6, 5),
            1e-12)
 
 
@@ -583,7 +591,7 @@ def test_invariants_permutations_and_zero_q():
 def test_empty_lengths_follow_reference(lq, lk):
     """L_q = 0 or L_k = 0: empty weights, and (for L_k = 0) an all-zero output, as in NumPy."""
     q, k, v = _qkv((2,), (2,), lq, lk, 4, 5, requires_grad=True)
-    out, w = torch_ops.scaled_dot_product_attention(q, k, v, causal="bottom_right", return_weights=True)
+    out, w = reference_torch.scaled_dot_product_attention(q, k, v, causal="bottom_right", return_weights=True)
     gold, gold_w = _gold(q, k, v, causal="bottom_right")
     assert out.shape == gold.shape and w.shape == gold_w.shape
     assert np.array_equal(to_numpy(out), gold)
@@ -593,13 +601,13 @@ def test_empty_lengths_follow_reference(lq, lk):
 
 def test_module_wrapper():
     q, k, v = _qkv((2, 2), (2, 2), 5, 7, 8, 4)
-    mod = torch_ops.ScaledDotProductAttention(causal="bottom_right", scale=0.3)
+    mod = reference_torch.ScaledDotProductAttention(causal="bottom_right", scale=0.3)
     assert not list(mod.parameters()) and "bottom_right" in repr(mod)
-    assert torch.equal(mod(q, k, v), torch_ops.scaled_dot_product_attention(q, k, v, causal="bottom_right", scale=0.3))
+    assert torch.equal(mod(q, k, v), reference_torch.scaled_dot_product_attention(q, k, v, causal="bottom_right", scale=0.3))
     out, w = mod(q, k, v, return_weights=True)
     assert w.shape == (2, 2, 5, 7)
     with pytest.raises(ValueError, match="causal"):
-        torch_ops.ScaledDotProductAttention(causal="diagonal")
+        reference_torch.ScaledDotProductAttention(causal="diagonal")
 
 
 # --------------------------------------------------------------------------- softmax
@@ -609,31 +617,31 @@ def test_softmax_matches_reference_with_mask_and_dim():
     m[2] = False
     for dim in (-1, 1, 0):
         mm = m if dim == -1 else None
-        ours = torch_ops.softmax(_t(x), dim=dim, mask=None if mm is None else torch.as_tensor(mm))
+        ours = reference_torch.softmax(_t(x), dim=dim, mask=None if mm is None else torch.as_tensor(mm))
         gold = reference.softmax(x, axis=dim, mask=mm)
         assert ours.dtype == torch.float64
         assert np.abs(ours.numpy() - gold).max() <= 1e-15
-    ours = torch_ops.softmax(_t(x), mask=torch.as_tensor(m))
+    ours = reference_torch.softmax(_t(x), mask=torch.as_tensor(m))
     assert (ours[:, 2] == 0).all()
     x32 = _t(x, torch.float32)
-    assert (torch_ops.softmax(x32, dim=1) - torch.softmax(x32, dim=1)).abs().max() <= 1e-6
+    assert (reference_torch.softmax(x32, dim=1) - torch.softmax(x32, dim=1)).abs().max() <= 1e-6
 
 
 def test_softmax_all_excluded_gradients_zero_and_nan_propagates():
     x = _t(_rand((3, 4), 2), requires_grad=True)
     m = torch.tensor([[True] * 4, [False] * 4, [True, False, True, False]])
-    y = torch_ops.softmax(x, mask=m)
+    y = reference_torch.softmax(x, mask=m)
     assert (y[1] == 0).all()
     g, = torch.autograd.grad((y * _t(_rand((3, 4), 3))).sum(), x)
     assert torch.isfinite(g).all() and (g[1] == 0).all() and (g[2, [1, 3]] == 0).all()
-    assert torch.autograd.gradcheck(lambda x: torch_ops.softmax(x, mask=m), (x,))
+    assert torch.autograd.gradcheck(lambda x: reference_torch.softmax(x, mask=m), (x,))
     xn = x.detach().clone()
     xn[0, 1] = float("nan")
     xn[2, 1] = float("nan")  # excluded: must not leak
-    y = torch_ops.softmax(xn, mask=m)
+    y = reference_torch.softmax(xn, mask=m)
     assert torch.isnan(y[0]).all() and torch.isfinite(y[1:]).all()
     # -inf entries are excluded like masked ones; an all -inf row is zeros
-    y = torch_ops.softmax(torch.tensor([[NEG_INF, NEG_INF], [0.0, NEG_INF]]))
+    y = reference_torch.softmax(torch.tensor([[NEG_INF, NEG_INF], [0.0, NEG_INF]]))
     assert torch.equal(y, torch.tensor([[0.0, 0.0], [1.0, 0.0]]))
 
 
@@ -646,7 +654,7 @@ def test_softmax_all_excluded_gradients_zero_and_nan_propagates():
 ])
 def test_softmax_errors(bad, kw, exc, fragment):
     with pytest.raises(exc) as info:
-        torch_ops.softmax(bad, **kw)
+        reference_torch.softmax(bad, **kw)
     assert fragment in str(info.value)
 
 
@@ -658,7 +666,7 @@ def test_softmax_errors(bad, kw, exc, fragment):
 def test_cuda_matches_reference(name, dtype):
     q, k, v, mask, kw = _case_inputs(name, dtype, device="cuda")
     q, k, v = (x.requires_grad_() for x in (q, k, v))
-    out, w = torch_ops.scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True, **kw)
+    out, w = reference_torch.scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True, **kw)
     assert out.device.type == "cuda" and out.dtype == dtype
     gold, gold_w = _gold(q, k, v, mask, **kw)
     if dtype == torch.float64:
@@ -675,10 +683,10 @@ def test_cuda_matches_reference(name, dtype):
 def test_cuda_device_mismatch_and_sdpa_agreement():
     q, k, v = (x.cuda() for x in _qkv((2, 3), (2, 3), 9, 13, 16, 8, dtype=torch.float32))
     with pytest.raises(ValueError, match="q on cuda:0, k on cpu"):
-        torch_ops.scaled_dot_product_attention(q, k.cpu(), v)
+        reference_torch.scaled_dot_product_attention(q, k.cpu(), v)
     with pytest.raises(ValueError, match="mask on cpu"):
-        torch_ops.scaled_dot_product_attention(q, k, v, mask=torch.ones(9, 13, dtype=torch.bool))
-    ours = torch_ops.scaled_dot_product_attention(q, k, v, causal=True)
+        reference_torch.scaled_dot_product_attention(q, k, v, mask=torch.ones(9, 13, dtype=torch.bool))
+    ours = reference_torch.scaled_dot_product_attention(q, k, v, causal=True)
     gold, _ = _gold(q, k, v, causal=True)
     assert_close_to_reference(ours, gold, _naive_for(q, k, v, None, causal=True, enable_gqa=False))
     _close(ours, F.scaled_dot_product_attention(q, k, v, is_causal=True), 1e-5)

@@ -1,4 +1,4 @@
-"""PyTorch multi-head attention with grouped-query / multi-query heads and a KV cache.
+"""PyTorch multi-head attention: the twin of :mod:`attn_edu.multihead`, plus a KV cache.
 
 * :class:`MultiHeadAttention` -- ``nn.Module`` with ``q_proj``, ``k_proj``, ``v_proj``,
   ``out_proj`` (``nn.Linear``) and ``num_kv_heads``: MHA when it equals ``num_heads``,
@@ -8,7 +8,7 @@
 * :func:`decode_with_cache` -- feed a sequence through the module a chunk at a time with a
   cache; equals the full causal pass (the test checks 1e-10 in float64).
 
-The attention is :func:`attn_edu.torch_ops.scaled_dot_product_attention` with
+The attention is :func:`attn_edu.reference_torch.scaled_dot_product_attention` with
 ``enable_gqa=True``, so a fully masked query row gives zeros (and finite gradients).
 :func:`attn_edu.multihead.multi_head_attention` is the NumPy twin; the weights convert
 with ``W_numpy = linear.weight.T`` (:meth:`MultiHeadAttention.to_numpy_params`,
@@ -27,8 +27,8 @@ import torch
 from torch import Tensor, nn
 
 from . import _checks
-from .multihead import _check_mask_rank, _head_dim, _heads, _positive_int, check_mha_params
-from .torch_ops import scaled_dot_product_attention
+from .multihead import check_heads, check_mask_rank, check_mha_params, head_dim
+from .reference_torch import scaled_dot_product_attention
 
 __all__ = ["KVCache", "MultiHeadAttention", "decode_with_cache", "torch_mha_reference"]
 
@@ -86,7 +86,7 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by K and V together: ``2 * B * H_kv * L * d_head * element size``.
+        """The bytes held by K and V together, ``2 * B * H_kv * L * d_head * element size``.
 
         Equals :func:`attn_edu.multihead.kv_cache_bytes` with ``num_layers=1``.
         """
@@ -150,9 +150,9 @@ class MultiHeadAttention(nn.Module):
         dtype=None,
     ) -> None:
         super().__init__()
-        d_model = _positive_int("d_model", d_model)
-        h, hkv = _heads(num_heads, num_kv_heads)
-        dh = _head_dim(d_model, h, d_head)
+        d_model = _checks.check_positive_int("d_model", d_model)
+        h, hkv = check_heads(num_heads, num_kv_heads)
+        dh = head_dim(d_model, h, d_head)
         self.d_model, self.num_heads, self.num_kv_heads, self.d_head = d_model, h, hkv, dh
         kw = {"bias": bias, "device": device, "dtype": dtype}
         self.q_proj = nn.Linear(d_model, h * dh, **kw)
@@ -199,7 +199,7 @@ class MultiHeadAttention(nn.Module):
                 (B, 1, 1, L_k). 3-D masks are refused as ambiguous (the batch axis would
                 meet the head axis). With a cache, L_k is the cache length *after* the append.
             causal: without a cache: False, True/"top_left" or "bottom_right" as in
-                :func:`attn_edu.torch_ops.scaled_dot_product_attention`. **With a cache**,
+                :func:`attn_edu.reference_torch.scaled_dot_product_attention`. **With a cache**,
                 ``causal=True`` (or "bottom_right") means bottom-right alignment: the L_q
                 new queries are the *last* L_q of the L_k cached positions, so query i
                 (0-based among the new ones) may attend to keys ``j <= L_k - L_q + i``:
@@ -227,7 +227,7 @@ class MultiHeadAttention(nn.Module):
             if align is not None:
                 align = "bottom_right"
         mask = _as_mask(mask, x_q.device)
-        _check_mask_rank(mask, max(x_q.dim(), x_kv.dim()) + 1)
+        check_mask_rank(mask, max(x_q.dim(), x_kv.dim()) + 1)
 
         # 1. projections, then split into heads
         q = self.q_proj(x_q)  # (B, Lq, d_model) -> (B, Lq, H*dh)
@@ -365,7 +365,7 @@ def decode_with_cache(
     if not isinstance(x, torch.Tensor) or x.dim() != 3:
         raise ValueError(f"x must be a (B, L, d_model) tensor; got {getattr(x, 'shape', type(x).__name__)}")
     length = x.shape[1]
-    prefill = _checks.check_length("prefill", prefill, minimum=0)
+    prefill = _checks.check_length("prefill", prefill)
     if prefill > length:
         raise ValueError(f"prefill must be at most L={length}; got {prefill}")
     cache = KVCache() if cache is None else cache

@@ -1,27 +1,25 @@
-"""Attention masks, all boolean with **True meaning "may attend"**.
+"""Building masks: causal (both alignments), padding, combinations and the sparse patterns.
 
-That is the polarity of PyTorch's ``attn_mask`` in ``scaled_dot_product_attention``.
-(``key_padding_mask`` in ``torch.nn.MultiheadAttention`` is the opposite: True there
-means "ignore"; :func:`from_key_padding_mask` converts.)
+Every mask is boolean with **True meaning "may attend"** (see :mod:`attn_edu.masks`).
+This module is also the one home of the causal rule: key ``j`` is visible to query ``i``
+when ``j <= i + causal_offset(L_q, L_k, alignment)`` (:func:`causal_offset`,
+:func:`causal_block`); every other module, NumPy, PyTorch or Triton launcher, asks here.
 
-A mask's last two axes are (L_q, L_k): row i says which keys query i may look at.
-Masks broadcast against the scores of shape (..., L_q, L_k), so a (L_q, L_k) causal
-mask serves a whole batch, and a (B, 1, L_k) padding mask serves every query.
-
-Chapter 01 uses causal and padding masks; chapter 05 explains both alignments. Chapter 11
-adds the sparse patterns (sliding window, strided, dilated, fixed, global, random blocks),
-their cost in allowed pairs and FLOPs, and the receptive field of stacked layers.
+Chapter 01 uses causal and padding masks; chapter 05 explains both alignments; chapter 11
+adds the sparse patterns (sliding window, strided, dilated, fixed, global, random blocks).
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from ._checks import broadcast_shapes, check_block_size, check_causal, check_length, check_seed
+from .._checks import broadcast_shapes, check_causal, check_length, check_positive_int, check_seed
 
 __all__ = [
     "CausalMask",
+    "causal_offset",
+    "causal_block",
     "causal_mask",
     "padding_mask",
     "key_mask",
@@ -29,10 +27,6 @@ __all__ = [
     "combine_masks",
     "to_additive",
     "from_key_padding_mask",
-    "block_layout",
-    "full_blocks",
-    "causal_block_layout",
-    "block_density",
     "sliding_window_mask",
     "strided_mask",
     "local_strided_mask",
@@ -41,12 +35,6 @@ __all__ = [
     "global_mask",
     "random_block_mask",
     "bigbird_mask",
-    "mask_flops",
-    "block_flops",
-    "allowed_pairs",
-    "receptive_field",
-    "reaches_all_earlier",
-    "layers_to_reach_all",
 ]
 
 
@@ -71,7 +59,44 @@ class CausalMask(np.ndarray):
         return f"CausalMask({self.causal_alignment!r}, {np.asarray(self)!r})"
 
 
-def causal_mask(lq: int, lk: Optional[int] = None, alignment: Union[bool, str] = "top_left") -> np.ndarray:
+def causal_offset(lq: int, lk: int, alignment: Union[bool, str] = "top_left") -> int:
+    """The diagonal of a causal mask: key ``j`` is visible to query ``i`` when ``j <= i + offset``.
+
+    ``0`` for ``"top_left"`` (or True; PyTorch's ``is_causal``) and ``lk - lq`` for
+    ``"bottom_right"``, where the ``lq`` queries are the *last* ``lq`` of ``lk`` positions
+    (a decoder with a KV cache). The one place the package writes ``L_k - L_q``: masks,
+    tiled loops, tile layouts, linear attention and the Triton launchers all ask here.
+    Explained in chapter 05.
+
+    >>> causal_offset(2, 5, "bottom_right")
+    3
+    """
+    align = check_causal(alignment)
+    if align is None:
+        raise ValueError(f"alignment must be 'top_left', 'bottom_right' or True; got {alignment!r}")
+    lq, lk = check_length("lq", lq), check_length("lk", lk)
+    return 0 if align == "top_left" else lk - lq
+
+
+def causal_block(r0: int, r1: int, c0: int, c1: int, offset: int, device: Any = None):
+    """The causal rule on queries ``r0..r1-1`` and keys ``c0..c1-1``: ``j <= i + offset``.
+
+    Boolean, shape ``(r1 - r0, c1 - c0)``, True = may attend; ``offset`` from
+    :func:`causal_offset`. A tiled loop calls it for one tile; :func:`causal_mask` for the
+    whole (L_q, L_k). ``device=None`` gives a NumPy array, a torch device (``"cpu"``,
+    ``"cuda"``, ...) a tensor built there.
+    """
+    if device is None:
+        return np.arange(c0, c1)[None, :] <= np.arange(r0, r1)[:, None] + offset  # (rows, cols)
+    import torch
+
+    cols = torch.arange(c0, c1, device=device)
+    rows = torch.arange(r0, r1, device=device)
+    return cols[None, :] <= rows[:, None] + offset  # (rows, cols)
+
+
+def causal_mask(lq: int, lk: Optional[int] = None, alignment: Union[bool, str] = "top_left",
+                device: Any = None):
     """Boolean causal mask of shape (lq, lk); True where query i may attend to key j.
 
     * ``"top_left"`` (PyTorch's ``is_causal``): ``j <= i``, i.e. ``tril(ones(lq, lk))``.
@@ -82,7 +107,12 @@ def causal_mask(lq: int, lk: Optional[int] = None, alignment: Union[bool, str] =
     The two agree when ``lq == lk``. With ``lq > lk`` bottom-right alignment leaves the
     first ``lq - lk`` rows fully masked (they get zero output by the package's rule).
 
-    The result is a :class:`CausalMask`: a boolean array tagged with its alignment.
+    The result remembers its alignment (attribute ``causal_alignment``), so passing it
+    *and* ``causal=...`` to an attention function is caught: a :class:`CausalMask` (a
+    boolean NumPy array), or with ``device=`` (``"cpu"``, ``"cuda"``, a ``torch.device``)
+    a boolean torch tensor built on that device and tagged the same way. Anything
+    computed from it (``m & pad``, ``m.to(other)``, ``torch.as_tensor(m)``) is a plain
+    array or tensor again.
 
     >>> causal_mask(2, 4).view(np.ndarray).astype(int)
     array([[1, 0, 0, 0],
@@ -90,15 +120,18 @@ def causal_mask(lq: int, lk: Optional[int] = None, alignment: Union[bool, str] =
     >>> causal_mask(2, 4, "bottom_right").view(np.ndarray).astype(int)
     array([[1, 1, 1, 0],
            [1, 1, 1, 1]])
+
+    Explained in chapter 05.
     """
     lq = check_length("lq", lq)
     lk = lq if lk is None else check_length("lk", lk)
     align = check_causal(alignment)
     if align is None:
         raise ValueError("alignment must be 'top_left', 'bottom_right' or True; got False")
-    offset = 0 if align == "top_left" else lk - lq
-    out = np.tri(lq, lk, k=offset, dtype=bool).view(CausalMask)
-    out.causal_alignment = align
+    out = causal_block(0, lq, 0, lk, causal_offset(lq, lk, align), device)  # (Lq, Lk)
+    if device is None:
+        out = out.view(CausalMask)
+    out.causal_alignment = align  # on a tensor: a plain Python attribute of this object
     return out
 
 
@@ -216,78 +249,6 @@ def from_key_padding_mask(key_padding_mask: np.ndarray, heads: bool = False) -> 
     return key_mask(~kpm, heads=heads)
 
 
-# --- block layouts: which tiles of a mask contain work (chapters 09-11) -------------------
-
-def _tiles(mask: np.ndarray, block_q: int, block_k: int, fill: bool) -> np.ndarray:
-    """The mask cut into tiles: shape (..., n_q_blocks, block_q, n_k_blocks, block_k).
-
-    The last row and column of tiles are padded with ``fill`` where the blocks do not
-    divide the lengths.
-    """
-    mask = np.asarray(mask)
-    if mask.dtype != bool:
-        raise TypeError(f"mask must be boolean (True = may attend); got dtype {mask.dtype}")
-    if mask.ndim < 2:
-        raise ValueError(f"mask must have at least 2 dimensions (..., L_q, L_k); got shape {mask.shape}")
-    block_q = check_block_size("block_q", block_q)
-    block_k = check_block_size("block_k", block_k)
-    lq, lk = mask.shape[-2:]
-    nq, nk = -(-lq // block_q), -(-lk // block_k)
-    pad = [(0, 0)] * (mask.ndim - 2) + [(0, nq * block_q - lq), (0, nk * block_k - lk)]
-    if any(p[1] for p in pad):
-        mask = np.pad(mask, pad, constant_values=fill)
-    return mask.reshape(mask.shape[:-2] + (nq, block_q, nk, block_k))
-
-
-def block_layout(mask: np.ndarray, block_q: int, block_k: int) -> np.ndarray:
-    """Which (block_q x block_k) tiles of ``mask`` hold at least one allowed entry.
-
-    Returns a boolean array of shape (..., ceil(L_q/block_q), ceil(L_k/block_k)). Tiled
-    attention (:func:`attn_edu.flash.flash_attention`) computes only the True tiles; the
-    others would contribute exp(-inf) = 0 to every sum, so skipping them is exact.
-    """
-    return _tiles(mask, block_q, block_k, fill=False).any(axis=(-3, -1))
-
-
-def full_blocks(mask: np.ndarray, block_q: int, block_k: int) -> np.ndarray:
-    """Which tiles are *entirely* allowed (padding past the ends counts as allowed).
-
-    Same shape as :func:`block_layout`. A full tile needs no element mask at all, so a
-    block-sparse kernel only applies the mask on the partial tiles (layout & ~full).
-    """
-    return _tiles(mask, block_q, block_k, fill=True).all(axis=(-3, -1))
-
-
-def causal_block_layout(lq: int, lk: int, block_q: int, block_k: int,
-                        alignment: Union[bool, str] = "top_left") -> np.ndarray:
-    """:func:`block_layout` of ``causal_mask(lq, lk, alignment)``, computed without the mask.
-
-    Tile (i, j) is non-empty when its first key ``j*block_k`` is visible to its last query
-    ``min((i+1)*block_q, lq) - 1``: ``j*block_k <= last_query + offset``, with offset 0 for
-    top-left and ``lk - lq`` for bottom-right alignment. About half the tiles are skipped
-    when lq = lk, which is where causal attention's 2x saving comes from.
-    """
-    lq, lk = check_length("lq", lq), check_length("lk", lk)
-    block_q = check_block_size("block_q", block_q)
-    block_k = check_block_size("block_k", block_k)
-    align = check_causal(alignment)
-    if align is None:
-        raise ValueError(f"alignment must be 'top_left' or 'bottom_right'; got {alignment!r}")
-    offset = 0 if align == "top_left" else lk - lq
-    nq, nk = -(-lq // block_q), -(-lk // block_k)
-    last_query = np.minimum((np.arange(nq) + 1) * block_q, lq) - 1  # (nq,)
-    first_key = np.arange(nk) * block_k  # (nk,)
-    return first_key[None, :] <= (last_query + offset)[:, None]  # (nq, nk)
-
-
-def block_density(layout: np.ndarray) -> float:
-    """Fraction of tiles that are computed: ``layout.mean()`` (1.0 = dense)."""
-    layout = np.asarray(layout)
-    if layout.dtype != bool:
-        raise TypeError(f"layout must be boolean; got dtype {layout.dtype}")
-    return float(layout.mean()) if layout.size else 0.0
-
-
 # --- sparse attention patterns (chapter 11) ------------------------------------------------
 #
 # Every pattern is a boolean (n, n) mask, True = may attend, for self-attention over one
@@ -337,8 +298,8 @@ def sliding_window_mask(n: int, window: int, causal: bool = True) -> np.ndarray:
            [0, 1, 1, 0],
            [0, 0, 1, 1]])
     """
-    n = check_length("n", n, minimum=1)
-    window = check_block_size("window", window)
+    n = check_positive_int("n", n)
+    window = check_positive_int("window", window)
     if _check_causal_flag(causal):
         return _band(n, 0, window - 1)  # 0 <= i - j <= window - 1
     return _band(n, -(window // 2), window // 2)
@@ -358,8 +319,8 @@ def strided_mask(n: int, stride: int, causal: bool = True) -> np.ndarray:
     is nearly dense when ``stride`` is smaller than the tile, so tiled execution saves
     little. Chapter 11.
     """
-    n = check_length("n", n, minimum=1)
-    stride = check_block_size("stride", stride)
+    n = check_positive_int("n", n)
+    stride = check_positive_int("stride", stride)
     out = _same_residue(n, stride)  # (n, n): (i - j) % stride == 0
     if _check_causal_flag(causal):
         out &= np.tri(n, dtype=bool)  # j <= i
@@ -391,9 +352,9 @@ def dilated_mask(n: int, window: int, dilation: int, causal: bool = True) -> np.
     ``dilation = 1`` is :func:`sliding_window_mask`. Same cost, ``O(n*w)`` pairs, but one
     layer reaches ``(window - 1)*dilation`` positions back. Chapter 11.
     """
-    n = check_length("n", n, minimum=1)
-    window = check_block_size("window", window)
-    dilation = check_block_size("dilation", dilation)
+    n = check_positive_int("n", n)
+    window = check_positive_int("window", window)
+    dilation = check_positive_int("dilation", dilation)
     on_grid = _same_residue(n, dilation)  # (n, n): (i - j) % dilation == 0
     if _check_causal_flag(causal):
         return on_grid & _band(n, 0, window * dilation - 1)
@@ -418,9 +379,9 @@ def fixed_mask(n: int, block: int, summary: int = 1, causal: bool = True) -> np.
     ``n*block/2 + summary*n^2/(2*block)``; ``O(n*sqrt(n))`` with ``block ~ sqrt(n)``
     (:func:`allowed_pairs`). Chapter 11.
     """
-    n = check_length("n", n, minimum=1)
-    block = check_block_size("block", block)
-    summary = check_block_size("summary", summary)
+    n = check_positive_int("n", n)
+    block = check_positive_int("block", block)
+    summary = check_positive_int("summary", summary)
     if summary > block:
         raise ValueError(f"summary must be between 1 and block={block}; got summary={summary}")
     pos = np.arange(n)
@@ -460,7 +421,7 @@ def global_mask(n: int, global_tokens: Sequence[int]) -> np.ndarray:
 
     Cost: ``2*g*n - g^2`` pairs for g distinct global tokens, ``O(g*n)``. Chapter 11.
     """
-    n = check_length("n", n, minimum=1)
+    n = check_positive_int("n", n)
     idx = _check_positions("global_tokens", global_tokens, n)
     is_global = np.zeros(n, dtype=bool)
     is_global[idx] = True
@@ -498,8 +459,8 @@ def random_block_mask(n: int, block: int, n_random: int, seed: object = 0,
     Cost: at most ``n*n_random*block`` pairs, ``O(n*r*b)``; the block layout has
     ``min(n_random, candidates)`` tiles in every block row. Chapter 11.
     """
-    n = check_length("n", n, minimum=1)
-    block = check_block_size("block", block)
+    n = check_positive_int("n", n)
+    block = check_positive_int("block", block)
     n_random = check_length("n_random", n_random)
     causal = _check_causal_flag(causal)
     rng = check_seed(seed)
@@ -526,10 +487,10 @@ def bigbird_mask(n: int, block: int, n_random: int = 1, window_blocks: int = 3,
     Cost: about ``(window_blocks + global_blocks + n_random)*block*n`` pairs plus the
     global rows, ``O(n)`` for fixed block counts. Chapter 11.
     """
-    n = check_length("n", n, minimum=1)
-    block = check_block_size("block", block)
+    n = check_positive_int("n", n)
+    block = check_positive_int("block", block)
     n_random = check_length("n_random", n_random)
-    window_blocks = check_block_size("window_blocks", window_blocks)
+    window_blocks = check_positive_int("window_blocks", window_blocks)
     global_blocks = check_length("global_blocks", global_blocks)
     nb = -(-n // block)
     if global_blocks > nb:
@@ -543,197 +504,3 @@ def bigbird_mask(n: int, block: int, n_random: int = 1, window_blocks: int = 3,
     candidates[is_global] = False  # global rows are full already
     layout |= _pick_random_blocks(candidates, n_random, check_seed(seed))
     return _expand_blocks(layout, block, n)
-
-
-# --- cost: allowed pairs and FLOPs ---------------------------------------------------------
-
-def mask_flops(mask: np.ndarray, d: int, dv: Optional[int] = None) -> int:
-    """Forward FLOPs of attention restricted to ``mask``: ``2*(d + dv)`` per allowed pair.
-
-    An allowed (query, key) pair costs ``2*d`` FLOPs for its score (d multiplies and d
-    adds) and ``2*dv`` for adding its weighted value; the softmax is not counted, as in
-    ``attn_edu.profiling.attention_flops`` (``4*n^2*d`` for a dense (n, n) mask with
-    ``dv = d``; the exact causal count is ``n*(n + 1)/2`` pairs, which that function rounds
-    to half of ``n^2``). A batched mask (..., L_q, L_k) counts every entry. Chapter 11.
-    """
-    mask = np.asarray(mask)
-    if mask.dtype != bool:
-        raise TypeError(f"mask must be boolean (True = may attend); got dtype {mask.dtype}")
-    d = check_block_size("d", d)
-    dv = d if dv is None else check_block_size("dv", dv)
-    return int(np.count_nonzero(mask)) * 2 * (d + dv)
-
-
-def block_flops(layout: np.ndarray, block_q: int, block_k: int, d: int, dv: Optional[int] = None,
-                lq: Optional[int] = None, lk: Optional[int] = None) -> int:
-    """Forward FLOPs that tiled execution spends: every non-empty tile computed in full.
-
-    ``2*(d + dv)`` per (query, key) pair of every True tile of ``layout`` (from
-    :func:`block_layout`), masked entries inside a computed tile included: the price of
-    working in tiles. Give ``lq`` and ``lk`` to count the smaller last row and column of
-    tiles exactly when the blocks do not divide the lengths; without them every tile
-    counts ``block_q*block_k`` pairs. ``block_flops >= mask_flops`` for the same mask, and
-    their ratio is what partial tiles waste. Chapter 11.
-    """
-    layout = np.asarray(layout)
-    if layout.dtype != bool:
-        raise TypeError(f"layout must be boolean; got dtype {layout.dtype}")
-    if layout.ndim < 2:
-        raise ValueError("layout must have at least 2 dimensions (..., n_q_blocks, n_k_blocks); "
-                         f"got shape {layout.shape}")
-    block_q = check_block_size("block_q", block_q)
-    block_k = check_block_size("block_k", block_k)
-    d = check_block_size("d", d)
-    dv = d if dv is None else check_block_size("dv", dv)
-
-    def tile_sizes(name: str, length: Optional[int], block: int, count: int) -> np.ndarray:
-        if length is None:
-            return np.full(count, block, dtype=np.int64)
-        length = check_length(name, length)
-        if -(-length // block) != count:
-            raise ValueError(f"{name}={length} in blocks of {block} gives {-(-length // block)} tiles, "
-                             f"but layout has {count} along that axis (shape {layout.shape})")
-        return np.minimum(block, length - np.arange(count, dtype=np.int64) * block)
-
-    rows = tile_sizes("lq", lq, block_q, layout.shape[-2])  # (nq,)
-    cols = tile_sizes("lk", lk, block_k, layout.shape[-1])  # (nk,)
-    pairs = int((layout * (rows[:, None] * cols[None, :])).sum())
-    return pairs * 2 * (d + dv)
-
-
-_PATTERNS = ("dense", "causal", "sliding_window", "strided", "local_strided", "fixed", "global")
-
-
-def allowed_pairs(pattern: str, n: int, **params: int) -> int:
-    """Closed-form number of allowed (query, key) pairs of a pattern, i.e. ``mask.sum()``.
-
-    The causal patterns (their masks' defaults) and their parameters:
-
-    * ``"dense"``: ``n^2``; ``"causal"``: ``n*(n + 1)/2``;
-    * ``"sliding_window"`` (``window=w``): ``n*w - w*(w - 1)/2`` for ``w <= n``, ``O(n*w)``;
-    * ``"strided"`` (``stride=s``, ``n = q*s + r``): ``n + s*q*(q - 1)/2 + r*q``, about
-      ``n^2/(2*s)``;
-    * ``"local_strided"`` (``stride=s``): window plus strided minus the n shared diagonal
-      pairs, ``O(n*sqrt(n))`` with ``s ~ sqrt(n)``;
-    * ``"fixed"`` (``block=l``, ``summary=c``, default 1):
-      ``sum_i (i % l + 1 + c*(i // l))``, ``O(n*sqrt(n))`` with ``l ~ sqrt(n)``;
-    * ``"global"`` (``n_global=g`` distinct tokens; symmetric): ``2*g*n - g^2``.
-
-    None of these is ``O(n log n)``: the patterns of Child et al. (2019) and Longformer
-    cost ``O(n*w)`` for a fixed window or ``O(n*sqrt(n))`` when the window, stride or block
-    grows like ``sqrt(n)``. Chapter 11.
-    """
-    n = check_length("n", n, minimum=1)
-
-    def need(name: str) -> int:
-        if name not in params:
-            raise ValueError(f"pattern {pattern!r} needs the parameter {name}=...; got {sorted(params)}")
-        return check_block_size(name, params[name])
-
-    if pattern == "dense":
-        return n * n
-    if pattern == "causal":
-        return n * (n + 1) // 2
-    if pattern == "sliding_window":
-        w = min(need("window"), n)
-        return n * w - w * (w - 1) // 2
-    if pattern == "strided":
-        s = need("stride")
-        q, r = divmod(n, s)
-        return n + s * q * (q - 1) // 2 + r * q
-    if pattern == "local_strided":
-        s = need("stride")
-        return allowed_pairs("sliding_window", n, window=s) + allowed_pairs("strided", n, stride=s) - n
-    if pattern == "fixed":
-        block = need("block")
-        c = check_block_size("summary", params.get("summary", 1))
-        i = np.arange(n, dtype=np.int64)
-        return int((i % block + 1 + c * (i // block)).sum())
-    if pattern == "global":
-        g = check_length("n_global", params.get("n_global", 0))
-        if g > n:
-            raise ValueError(f"n_global must be at most n={n}; got {g}")
-        return 2 * g * n - g * g
-    raise ValueError(f"pattern must be one of {', '.join(map(repr, _PATTERNS))}; got {pattern!r}")
-
-
-# --- receptive field across stacked layers -------------------------------------------------
-
-def _as_square_masks(masks: object) -> list:
-    """One (n, n) boolean mask or a non-empty list of them, all of the same n."""
-    if isinstance(masks, (list, tuple)):
-        if not masks:
-            raise ValueError("masks must hold at least one (n, n) mask; got an empty list")
-        items = list(masks)
-    else:
-        items = [masks]
-    out: list = []
-    for i, m in enumerate(items):
-        m = np.asarray(m)
-        if m.dtype != bool:
-            raise TypeError(f"masks[{i}] must be boolean (True = may attend); got dtype {m.dtype}")
-        if m.ndim != 2 or m.shape[0] != m.shape[1]:
-            raise ValueError(f"masks[{i}] must be a square (n, n) self-attention mask; got shape {m.shape}")
-        if out and m.shape != out[0].shape:
-            raise ValueError(f"all masks must have the same length n; masks[0] has shape {out[0].shape} "
-                             f"but masks[{i}] has {m.shape}")
-        out.append(m)
-    return out
-
-
-def _reach_per_layer(masks: list, layers: int, residual: bool):
-    """Yield the reachability matrix after 1, 2, ..., ``layers`` layers."""
-    n = masks[0].shape[0]
-    eye = np.eye(n, dtype=bool)
-    reach = eye.astype(np.float32)
-    for layer in range(layers):
-        m = masks[layer % len(masks)]
-        if residual:
-            m = m | eye
-        # float32 counts paths exactly up to 2**24 (> n here); only "> 0" matters
-        reach = ((m.astype(np.float32) @ reach) > 0).astype(np.float32)  # (n, n)
-        yield reach.astype(bool)
-
-
-def receptive_field(masks: object, layers: Optional[int] = None, residual: bool = True) -> np.ndarray:
-    """Which inputs each output can depend on after stacking attention layers, (n, n) bool.
-
-    ``masks`` is one (n, n) mask used by every layer, or a list used in turn (layer l uses
-    ``masks[l % len(masks)]``, e.g. Child et al.'s alternation of a local and a strided
-    head). ``layers`` defaults to ``len(masks)`` (1 for a single mask).
-
-    Returns the boolean matrix product ``R = M_L @ ... @ M_2 @ M_1`` (an entry is True when
-    the integer product is non-zero): ``R[i, j]`` is True when input j can influence output
-    i through a chain ``i -> k -> ... -> j`` of allowed pairs, one per layer. With
-    ``residual=True`` (the default, as in a Transformer block) every layer also keeps its
-    own position, ``M_l | I``. Chapter 11.
-    """
-    ms = _as_square_masks(masks)
-    layers = check_block_size("layers", len(ms) if layers is None else layers)
-    *_, last = _reach_per_layer(ms, layers, residual)
-    return last
-
-
-def reaches_all_earlier(reach: np.ndarray) -> bool:
-    """True when every output i depends on every input ``j <= i`` (a full causal receptive
-    field); ``reach`` is an (n, n) matrix from :func:`receptive_field`."""
-    reach = np.asarray(reach)
-    if reach.dtype != bool or reach.ndim != 2 or reach.shape[0] != reach.shape[1]:
-        raise ValueError("reach must be a square boolean (n, n) matrix; "
-                         f"got {reach.dtype} of shape {reach.shape}")
-    return bool(reach[np.tri(reach.shape[0], dtype=bool)].all())
-
-
-def layers_to_reach_all(masks: object, max_layers: int = 64, residual: bool = True) -> Optional[int]:
-    """The fewest stacked layers after which every output sees every earlier input.
-
-    Layers use ``masks`` in turn as in :func:`receptive_field`. Returns None when
-    ``max_layers`` layers are not enough (a strided mask alone, for instance, never mixes
-    residues). A causal window of w keys needs ``ceil((n - 1)/(w - 1))`` layers. Chapter 11.
-    """
-    ms = _as_square_masks(masks)
-    max_layers = check_block_size("max_layers", max_layers)
-    for layer, reach in enumerate(_reach_per_layer(ms, max_layers, residual), start=1):
-        if reaches_all_earlier(reach):
-            return layer
-    return None

@@ -1,0 +1,65 @@
+"""Benchmarks of attention implementations: ``python -m attn_edu.bench``.
+
+A sweep times every implementation named with ``--impl`` at every length ``--n`` and
+writes one JSON document that says where and how the numbers were taken:
+
+* ``device`` (CPU model from /proc/cpuinfo, or ``torch.cuda.get_device_name``),
+  ``versions`` (python, numpy, torch, triton, attn_edu), ``git_commit``, ``date``
+  (UTC, ISO 8601) and the ``command`` line;
+* per (impl, n): median and minimum time in ms, TFLOP/s and, with ``--memory``, the
+  peak bytes above the inputs (:func:`attn_edu.profiling.peak_memory`).
+
+TFLOP/s use :func:`attn_edu.profiling.attention_flops` (``FLOP_FORMULA``): matmul FLOPs
+only, ``4*B*H*n^2*d`` forward, half of that when causal. The sparse ``numpy_window`` and
+``torch_window`` (tiled attention with a ``--window`` sliding-window mask) count only the
+allowed pairs (:func:`attn_edu.masks.allowed_pairs`). Chapters 08 and 10 plot the recorded
+sweeps in ``attn_edu/data/bench/*.json`` (:func:`recorded_results`).
+
+``--goals`` measures the book's performance goals side by side in one run and exits
+non-zero when a measured goal fails; goals that cannot run here (no GPU) are printed as
+*not run*. ``--block-sparse`` benchmarks the block-sparse Triton kernel (CUDA only).
+Examples::
+
+    python -m attn_edu.bench --impl numpy_naive torch_sdpa --n 256 512 1024 --memory \\
+        --out sweep.json
+    python -m attn_edu.bench --list
+    python -m attn_edu.bench --goals
+    python -m attn_edu.bench --block-sparse --n 8192 16384 --out block_sparse.json
+
+One module per part, all reachable from here (``attn_edu.bench.X``):
+
+* ``attn_edu.bench.registry`` -- the implementations (``REGISTRY``,
+  :func:`register_impl`, :class:`BenchConfig`) and their inputs;
+* ``attn_edu.bench.env`` -- device, versions, commit, threads;
+* ``attn_edu.bench.sweep`` -- timing sweeps and their JSON files;
+* ``attn_edu.bench.goals`` -- the goals, as ratios measured side by side;
+* ``attn_edu.bench.block_sparse`` -- the block-sparse kernel against FlexAttention;
+* ``attn_edu.bench.cli`` -- the command line.
+"""
+from __future__ import annotations
+
+from . import block_sparse, cli, env, goals, registry, sweep
+from .block_sparse import *  # noqa: F401,F403  (each module's __all__)
+from .cli import *  # noqa: F401,F403
+from .env import *  # noqa: F401,F403
+from .goals import *  # noqa: F401,F403
+from .registry import *  # noqa: F401,F403
+from .sweep import *  # noqa: F401,F403
+
+__all__ = (registry.__all__ + env.__all__ + sweep.__all__ + goals.__all__
+           + block_sparse.__all__ + cli.__all__)
+
+# Data is documented where the API page reads it, the package (functions and classes
+# carry their docstrings along; a constant does not).
+#: Every implementation a sweep can time, by name (``attn_edu.bench.registry``).
+REGISTRY = registry.REGISTRY
+#: The ``schema`` field of every benchmark document (``attn_edu.bench.sweep``).
+SCHEMA = sweep.SCHEMA
+#: Where the recorded sweeps live, ``attn_edu/data/bench/`` (``attn_edu.bench.sweep``).
+DATA_DIR = sweep.DATA_DIR
+#: How a row's FLOPs are counted, written into every document (``attn_edu.bench.sweep``).
+FLOP_FORMULA = sweep.FLOP_FORMULA
+#: The goals, each with its comparison, its target and what is measured (``attn_edu.bench.goals``).
+GOALS = goals.GOALS
+#: The tile of the CPU goals, 256 x 256 (``attn_edu.bench.goals``).
+GOAL_BLOCK = goals.GOAL_BLOCK

@@ -1,0 +1,158 @@
+"""``python -m attn_edu.bench``: sweeps, the goals, and the block-sparse benchmark.
+
+Three modes of one command line (``--help`` lists every option):
+
+* a sweep (the default): ``--impl`` at every ``--n``, JSON to ``--out``
+  (:func:`~attn_edu.bench.run_sweep`); ``--list`` prints the implementations;
+* ``--goals``: the book's speed and memory goals (:func:`~attn_edu.bench.run_goals`);
+* ``--block-sparse``: the block-sparse Triton kernel against a full layout and
+  FlexAttention (:func:`~attn_edu.bench.bench_block_sparse`, CUDA only).
+
+Tiled implementations use ``--block-q`` x ``--block-k`` tiles (default 64 x 64, the
+package's default tile).
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from typing import List, Optional, Sequence
+
+from ..masks import DEFAULT_BLOCK_K, DEFAULT_BLOCK_Q
+from .block_sparse import bench_block_sparse
+from .env import cpu_threads, environment, set_cpu_threads
+from .goals import cuda_available, run_goals
+from .registry import REGISTRY, BenchConfig, impl_names
+from .sweep import SCHEMA, run_sweep, save_results
+
+__all__ = ["main"]
+
+def _ints(text: str) -> List[int]:
+    return [int(x) for x in text.replace(",", " ").split()]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m attn_edu.bench",
+        description="Time attention implementations over sequence lengths; write JSON with device metadata.",
+    )
+    p.add_argument("--impl", nargs="+", default=["numpy_naive"],
+                   help="implementations (space or comma separated); --list shows them")
+    p.add_argument("--n", nargs="+", default=None,
+                   help="sequence lengths (default: 256 512 1024; 8192 16384 with --block-sparse)")
+    p.add_argument("--d", type=int, default=64, help="head dimension")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--heads", type=int, default=None, help="heads (default: 1; 16 with --block-sparse)")
+    p.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "float32", "float64"],
+                   help="default: float32; with --block-sparse bfloat16 on compute capability 8.0+, "
+                        "else float16")
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--block-q", type=int, default=None,
+                   help=f"tile rows (queries) of tiled impls (default {DEFAULT_BLOCK_Q}; 128 with --block-sparse)")
+    p.add_argument("--block-k", type=int, default=None,
+                   help=f"tile columns (keys) of tiled impls (default {DEFAULT_BLOCK_K}; 64 with --block-sparse)")
+    p.add_argument("--window", type=int, default=None,
+                   help="sliding-window width for numpy_window, torch_window and block_sparse")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for NumPy's OpenBLAS and torch; 1 gives steadier times on a busy CPU")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--memory", action="store_true", help="also measure peak memory (a separate call)")
+    p.add_argument("--interleave", action="store_true",
+                   help="time all points round-robin (steadier curves on a busy machine)")
+    p.add_argument("--out", default=None, help="write the JSON document here")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--list", action="store_true", help="list the implementations and exit")
+    p.add_argument("--goals", action="store_true",
+                   help="measure the performance goals side by side; exit 1 if one fails")
+    p.add_argument("--goal-n", type=int, default=8192,
+                   help="length for the CPU goals (the goals are stated at 8192)")
+    p.add_argument("--block-sparse", action="store_true",
+                   help="benchmark the block-sparse Triton kernel against a full layout and "
+                        "FlexAttention (CUDA only); JSON to --out")
+    p.add_argument("--densities", type=float, nargs="+", default=[1.0, 0.5, 0.25, 0.125, 0.0625],
+                   help="mask densities for --block-sparse")
+    p.add_argument("--patterns", nargs="+", default=["blocks", "window"], choices=["blocks", "window"],
+                   help="mask patterns for --block-sparse")
+    p.add_argument("--flex-block-q", type=int, default=128, help="FlexAttention's tile rows (--block-sparse)")
+    p.add_argument("--flex-block-k", type=int, default=128, help="FlexAttention's tile columns (--block-sparse)")
+    return p
+
+
+def _given(value, default):
+    """An option's value, or the mode's default when it was not given."""
+    return default if value is None else value
+
+
+def _block_sparse(args, ns: List[int]) -> int:
+    rows = bench_block_sparse(ns or [8192, 16384], args.d, args.densities, args.dtype, args.batch,
+                              _given(args.heads, 16), _given(args.block_q, 128), _given(args.block_k, 64),
+                              args.flex_block_q, args.flex_block_k, args.patterns, json_path=args.out)
+    return 0 if rows or not cuda_available() else 1
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command line; returns the exit code (1 when a point failed or a goal was missed)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.list:
+        for name in impl_names():
+            print(f"{name:20s} {REGISTRY[name].description}")
+        return 0
+    impls = [x for item in args.impl for x in item.replace(",", " ").split()]
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error(f"--threads must be at least 1; got {args.threads}")
+        if not args.goals and any(REGISTRY[x].framework == "torch" for x in impls if x in REGISTRY):
+            import torch  # noqa: F401  (so set_cpu_threads reaches it)
+        set_cpu_threads(args.threads)
+    try:
+        ns = [n for item in (args.n or []) for n in _ints(item)]
+    except ValueError:
+        parser.error(f"--n must be integers; got {' '.join(args.n)}")
+    if args.block_sparse:
+        return _block_sparse(args, ns)
+    if args.goals:
+        goals, code = run_goals(n=args.goal_n, repeat=max(1, min(args.repeat, 5)))
+        if args.out:
+            env = environment("cpu")
+            env["device"]["threads"] = cpu_threads()
+            save_results({"schema": SCHEMA, **env, "command": _command(argv),
+                          "config": {}, "results": [], "skipped": {}, "goals": goals}, args.out)
+        return code
+    unknown = [x for x in impls if x not in REGISTRY]
+    if unknown:
+        parser.error(f"unknown --impl {', '.join(unknown)}; known: {', '.join(impl_names())}")
+    ns = ns or [256, 512, 1024]
+    if args.device == "cuda" and not cuda_available():
+        parser.error("--device cuda but PyTorch sees no CUDA GPU")
+    config = BenchConfig(batch=args.batch, heads=_given(args.heads, 1), d=args.d,
+                         dtype=_given(args.dtype, "float32"), causal=args.causal, device=args.device,
+                         block_q=_given(args.block_q, DEFAULT_BLOCK_Q),
+                         block_k=_given(args.block_k, DEFAULT_BLOCK_K), window=args.window)
+    try:
+        doc = run_sweep(impls, ns, config, repeat=args.repeat, warmup=args.warmup, memory=args.memory,
+                        progress=not args.no_progress, command=_command(argv),
+                        interleave=args.interleave)
+    except ValueError as err:
+        parser.error(str(err))
+    for r in doc["results"]:
+        if "error" in r:
+            print(f"{r['impl']:18s} n={r['n']:6d}  ERROR {r['error']}")
+            continue
+        mem = "" if r["peak_bytes"] is None else f"  peak {r['peak_bytes'] / 2**20:9.2f} MiB"
+        print(f"{r['impl']:18s} n={r['n']:6d}  {r['median_ms']:10.3f} ms (min {r['min_ms']:.3f})"
+              f"  {r['tflops'] * 1e3:8.2f} GFLOP/s{mem}")
+    for name, why in doc["skipped"].items():
+        print(f"{name:18s} skipped: {why}")
+    print(f"device: {doc['device']['name']} ({doc['device']['kind']}); {doc['date']}")
+    if args.out:
+        print(f"wrote {save_results(doc, args.out)}")
+    failed = any("error" in r for r in doc["results"])
+    return 1 if failed or not doc["results"] else 0
+
+
+def _command(argv: Sequence[str]) -> str:
+    return "python -m attn_edu.bench " + " ".join(shlex.quote(a) for a in argv)

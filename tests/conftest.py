@@ -1,0 +1,79 @@
+"""What every test module shares: Triton's interpreter, the input builders, the markers.
+
+* **Triton's CPU interpreter.** Triton 3.9 reads ``TRITON_INTERPRET`` when ``@triton.jit``
+  wraps a function: its own library (``tl.max``, ``tl.sum``) at the first ``import
+  triton``, a kernel when its module is imported. So on a machine without a CUDA GPU it
+  is set here, before any test module is collected (and so before anything imports
+  triton); with a GPU the kernels run compiled. Other tests are unaffected: the variable
+  only changes how triton runs.
+* **Builders.** :func:`rand`, :func:`qkv` (NumPy) and :func:`torch_qkv` (torch, on
+  :data:`DEVICE`) give standard-normal inputs from a seed; ``torch_qkv`` draws the same
+  numbers as ``qkv``, so a NumPy and a torch test of one case see one input. Test
+  modules import them: ``from conftest import qkv``.
+* **Markers** (registered in ``pyproject.toml``): ``slow`` (more than a few seconds),
+  ``notebooks`` (executes the chapters), ``browser`` (builds the book, opens it in
+  Chromium). The fast loop is ``pytest -m "not slow and not notebooks and not browser"``.
+
+Collection needs NumPy, pytest and hypothesis only: modules that need torch, triton,
+matplotlib or plotly skip themselves (``pytest.importorskip``) where they are missing.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+#: Whether PyTorch sees a CUDA GPU (False without torch).
+CUDA = False
+if importlib.util.find_spec("torch") is not None:
+    import torch
+
+    CUDA = bool(torch.cuda.is_available())
+if not CUDA:
+    os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton (see above)
+
+#: Where torch tests run: the GPU when there is one, else the CPU (kernels interpreted).
+DEVICE = "cuda" if CUDA else "cpu"
+
+
+def rand(rng: np.random.Generator, *shape: int, dtype=np.float64) -> np.ndarray:
+    """Standard-normal NumPy array of ``shape`` in ``dtype``."""
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def qkv(lq: int, lk: int, d: int = 16, dv: Optional[int] = None, lead: Sequence[int] = (),
+        seed: int = 0, dtype=np.float64, lead_k: Optional[Sequence[int]] = None):
+    """NumPy q (*lead, lq, d), k (*lead_k, lk, d), v (*lead_k, lk, dv); ``lead_k`` defaults
+    to ``lead``, ``dv`` to ``d``."""
+    rng = np.random.default_rng(seed)
+    lead = tuple(lead)
+    lead_k = lead if lead_k is None else tuple(lead_k)
+    return (rand(rng, *lead, lq, d, dtype=dtype), rand(rng, *lead_k, lk, d, dtype=dtype),
+            rand(rng, *lead_k, lk, d if dv is None else dv, dtype=dtype))
+
+
+def torch_qkv(lq: int, lk: int, d: int = 16, dv: Optional[int] = None, lead: Sequence[int] = (),
+              seed: int = 0, dtype="float32", device: Optional[str] = None,
+              requires_grad: bool = False, lead_k: Optional[Sequence[int]] = None):
+    """The tensors of :func:`qkv` (same numbers), in ``dtype`` (a torch dtype or its name)
+    on ``device`` (default :data:`DEVICE`)."""
+    import torch
+
+    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    arrays = qkv(lq, lk, d, dv, lead, seed, np.float64, lead_k)
+    return tuple(torch.from_numpy(x).to(device=device or DEVICE, dtype=dtype).requires_grad_(requires_grad)
+                 for x in arrays)
+
+
+def api_page_members() -> dict:
+    """``{module: [names]}`` from the ``automodule`` directives of book/api.md (the API page)."""
+    text = (Path(__file__).resolve().parents[1] / "book" / "api.md").read_text()
+    out = {}
+    for m in re.finditer(r"\.\. automodule:: ([\w.]+)\n((?:   :[\w-]+:.*\n)*)", text):
+        members = re.search(r":members: (.*)", m.group(2))
+        out[m.group(1)] = [] if members is None else [x.strip() for x in members.group(1).split(",")]
+    return out
