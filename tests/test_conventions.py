@@ -1,0 +1,207 @@
+"""The package's conventions, checked: one home per rule, public names only across modules,
+the API page equal to ``__all__``, modules of a readable size, one name for the tile.
+
+The rules themselves are written in the docstring of ``attn_edu/__init__.py``.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+
+import attn_edu
+from conftest import api_page_members
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "attn_edu"
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+#: Facade packages: their submodules are documented (and reached) through the package.
+FACADES = ("attn_edu.masks", "attn_edu.bench")
+#: Modules that import torch (or triton) when imported; the others need NumPy only.
+TORCH_MODULES = ("reference_torch", "flash_torch", "multihead_torch", "tiny_transformer",
+                 "flash_triton", "block_sparse_triton")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _public_modules() -> list:
+    names = ["attn_edu"] + [m.name for m in pkgutil.walk_packages(attn_edu.__path__, "attn_edu.")]
+    return [n for n in names
+            if not any(p.startswith("_") for p in n.split(".")[1:]) and not n.endswith("__main__")]
+
+
+def _import(name: str):
+    if name.split(".")[-1] in TORCH_MODULES:
+        pytest.importorskip("torch")
+    if name.endswith("_triton"):
+        pytest.importorskip("triton")
+    return importlib.import_module(name)
+
+
+def _code_only(path: Path) -> str:
+    """The source with comments and docstrings blanked (what runs, not what explains)."""
+    tree = ast.parse(path.read_text())
+    lines = path.read_text().splitlines()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            for i in range(body[0].lineno - 1, body[0].end_lineno):
+                lines[i] = ""
+    return "\n".join(re.sub(r"#.*$", "", line) for line in lines)
+
+
+# --------------------------------------------------------------------------- the API page
+def test_api_page_documents_exactly_each_modules_all():
+    documented = api_page_members()
+    for name in _public_modules():
+        if name == "attn_edu" or name.startswith(tuple(f + "." for f in FACADES)):
+            continue
+        module = _import(name)
+        assert name in documented, f"{name} is not on book/api.md"
+        assert documented[name] == list(module.__all__), f"book/api.md lists for {name} not its __all__"
+    for facade in FACADES:  # a facade's __all__ is its submodules' together
+        module = importlib.import_module(facade)
+        parts = [importlib.import_module(n).__all__ for n in _public_modules()
+                 if n.startswith(facade + ".") and n.count(".") == facade.count(".") + 1]
+        assert sorted(module.__all__) == sorted(x for p in parts for x in p)
+        assert len(set(module.__all__)) == len(module.__all__)
+
+
+def test_api_page_lists_the_top_level_names():
+    text = (ROOT / "book" / "api.md").read_text()
+    for name in attn_edu.__all__:
+        if not inspect.ismodule(getattr(attn_edu, name)):
+            assert f"| `attn_edu.{name}` |" in text, name
+        else:
+            assert f"`attn_edu.{name}`" in text and f".. automodule:: attn_edu.{name}" in text, name
+
+
+def test_every_public_name_exists_and_all_is_deliberate():
+    for name in _public_modules():
+        module = _import(name)
+        assert hasattr(module, "__all__"), f"{name} has no __all__"
+        for item in module.__all__:
+            assert hasattr(module, item), f"{name}.__all__ lists {item}, which does not exist"
+            assert not item.startswith("_"), f"{name}.__all__ lists the private {item}"
+
+
+# --------------------------------------------------------------------------- private names
+def test_no_module_uses_another_modules_underscore_names():
+    """A leading underscore means "this file only". Underscore *modules* (``_checks``,
+    ``_backend``, ``kernels._interpret``, ``kernels._shared``) are the package's internal
+    helpers: their own names are public to attn_edu's other modules."""
+    problems = []
+    for path in SOURCES:
+        tree = ast.parse(path.read_text())
+        modules = set()  # local names bound to attn_edu modules
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("attn_edu")):
+                for alias in node.names:
+                    local = alias.asname or alias.name
+                    target = (path.parent / (alias.name + ".py"), path.parent / alias.name,
+                              path.parent.parent / (alias.name + ".py"))
+                    if any(t.exists() for t in target):
+                        modules.add(local)  # a module (an underscore module is allowed)
+                    elif alias.name.startswith("_") and not alias.name.startswith("__"):
+                        problems.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {alias.name}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in modules and node.attr.startswith("_") \
+                    and not node.attr.startswith("__"):
+                problems.append(f"{path.relative_to(ROOT)}:{node.lineno} uses {node.value.id}.{node.attr}")
+    assert not problems, "\n".join(problems)
+
+
+def test_notebooks_call_public_names_only():
+    import json
+
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        private = re.findall(r"\b(?:attn_edu|ft|bst|bench|masks|flash|kernels)\.(_[a-z]\w*)", code)
+        assert not private, f"{path.name} reaches into {private}"
+
+
+# --------------------------------------------------------------------------- sizes
+def test_no_module_over_600_lines_without_a_reason_at_its_top():
+    for path in SOURCES:
+        n = len(path.read_text().splitlines())
+        if n > 600:
+            doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+            assert "more than 600 lines" in doc, f"{path.relative_to(ROOT)} has {n} lines and no reason"
+
+
+# --------------------------------------------------------------------------- one home per rule
+def _homes(pattern: str) -> list:
+    return sorted(str(p.relative_to(PACKAGE)) for p in SOURCES if re.search(pattern, _code_only(p)))
+
+
+def test_each_rule_has_one_home():
+    # the causal offset L_k - L_q (any spelling of the subtraction)
+    assert _homes(r"\b(?:lk|LK|Lk|l_k)\s*-\s*(?:lq|LQ|Lq|l_q)\b") == ["masks/build.py"]
+    # "all NumPy or all torch", the float-mask values, the mask's kind
+    assert _homes(r"all NumPy arrays or all torch tensors") == ["_checks.py"]
+    assert _homes(r"must not contain NaN or \+inf") == ["_checks.py"]
+    assert _homes(r"but q, k, v are (?:NumPy|torch)") == ["_checks.py"]
+    # the machine epsilons, log2(e) and ln(2)
+    assert _homes(r"2\.0\s*\*\*\s*-(?:10|7|23|52)\b") == ["precision.py"]
+    assert _homes(r"1\.44269|0\.69314|log2\(math\.e\)") == ["kernels/_shared.py"]
+    # pair counting, the positive-integer check, the tile plan, the interpreter switch
+    assert _homes(r"def allowed_pairs\b|def window_pairs\b|def _causal_pairs\b") == ["masks/cost.py"]
+    assert _homes(r"def check_positive_int\b|def check_block_size\b|def _pos\b|def _positive_int\b") \
+        == ["_checks.py"]
+    assert _homes(r"(?m)^class \w*(?:Plan|Layout)\b") == ["masks/tiles.py"]
+    assert _homes(r"TRITON_INTERPRET\"?\s*[,)]|environ\.get\(\"TRITON_INTERPRET") == ["kernels/_interpret.py"]
+
+
+def test_kernel_schedule_and_block_sparse_plan_are_the_one_tile_plan():
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from attn_edu import masks
+    from attn_edu.kernels import flash_triton
+
+    plan = flash_triton.block_schedule(100, 70, 32, 16, causal="bottom_right")
+    assert isinstance(plan, masks.TilePlan)
+    assert "TilePlan" in inspect.signature(flash_triton.block_schedule).return_annotation
+
+
+# --------------------------------------------------------------------------- one name for the tile
+#: Where ``block`` is a pattern's parameter (the granularity of the mask), not a tile size.
+PATTERN_BLOCK = {"random_block_mask", "bigbird_mask", "fixed_mask"}
+
+
+def test_tiles_are_block_q_and_block_k_in_every_python_signature():
+    bad = []
+    for name in _public_modules():
+        module = _import(name)
+        for item in module.__all__:
+            obj = getattr(module, item)
+            fns = [obj] + ([v for v in vars(obj).values() if callable(v)] if inspect.isclass(obj) else [])
+            for fn in fns:
+                try:
+                    params = inspect.signature(fn).parameters
+                except (TypeError, ValueError):
+                    continue
+                for p in params:
+                    if p in ("block_m", "block_n") or (p == "block" and item not in PATTERN_BLOCK):
+                        bad.append(f"{name}.{item}({p}=...)")
+    assert not bad, bad
+
+
+def test_command_line_flags_say_block_q_and_block_k():
+    from attn_edu.bench import cli
+
+    flags = {a for action in cli._parser()._actions for a in action.option_strings}
+    assert {"--block-q", "--block-k"} <= flags
+    assert not {"--block", "--block-m", "--block-n", "--json"} & flags
+    gpu_bench = (ROOT / "scripts" / "gpu-bench.sh").read_text()
+    assert not re.search(r"--block\b(?!-)|-m attn_edu.kernels", gpu_bench)
