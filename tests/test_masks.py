@@ -111,3 +111,18 @@ def test_block_layout_rejects_small_blocks(bad):
 def test_block_layout_rejects_non_boolean_mask():
     with pytest.raises(TypeError, match="boolean"):
         masks.block_layout(np.ones((4, 4)), 2, 2)
+
+
+def test_causal_offset_and_causal_block_are_the_one_causal_rule():
+    assert masks.causal_offset(5, 9, "top_left") == masks.causal_offset(5, 9, True) == 0
+    assert masks.causal_offset(5, 9, "bottom_right") == 4 and masks.causal_offset(9, 5, "bottom_right") == -4
+    with pytest.raises(ValueError, match="alignment"):
+        masks.causal_offset(5, 9, False)
+    for align in ("top_left", "bottom_right"):
+        full = np.asarray(masks.causal_mask(7, 11, align))
+        off = masks.causal_offset(7, 11, align)
+        np.testing.assert_array_equal(masks.causal_block(2, 6, 3, 10, off), full[2:6, 3:10])  # a tile
+    torch = pytest.importorskip("torch")
+    t = masks.causal_mask(3, 5, "bottom_right", device="cpu")
+    assert isinstance(t, torch.Tensor) and t.causal_alignment == "bottom_right"
+    np.testing.assert_array_equal(t.numpy(), np.asarray(masks.causal_mask(3, 5, "bottom_right")))

@@ -690,3 +690,16 @@ def test_cuda_device_mismatch_and_sdpa_agreement():
     gold, _ = _gold(q, k, v, causal=True)
     assert_close_to_reference(ours, gold, _naive_for(q, k, v, None, causal=True, enable_gqa=False))
     _close(ours, F.scaled_dot_product_attention(q, k, v, is_causal=True), 1e-5)
+
+
+def test_top_level_softmax_keeps_a_tensor_a_tensor_with_its_gradient():
+    """attn_edu.softmax hands tensors to the twin: a CPU tensor comes back a tensor, and one
+    that requires grad is differentiable (it used to become a NumPy array, or raise)."""
+    x = torch.tensor([[1.0, 2.0, float("-inf")], [float("-inf")] * 3], requires_grad=True)
+    p = attn_edu.softmax(x)
+    assert isinstance(p, torch.Tensor) and p.requires_grad
+    assert torch.equal(p[1], torch.zeros(3))  # fully excluded row: zeros
+    (p[0, 0] * 2).backward()
+    assert torch.isfinite(x.grad).all() and x.grad[0, 0] != 0
+    with pytest.raises(TypeError, match="all NumPy arrays or all torch tensors"):
+        attn_edu.softmax(x.detach(), mask=np.ones(3, bool))
