@@ -19,10 +19,17 @@ per figure.  :func:`setup_notebook` therefore registers and selects the renderer
   ``Plotly.newPlot`` (and ``Plotly.addFrames`` for animations).  It uses the page's
   ``window.Plotly``: the book build serves plotly.js from ``_static`` on pages that
   contain a figure (``book/_ext/attn_edu_book.py``), so figures, sliders and frames
-  work offline on the static page.  In a front end without plotly.js on the page
-  (classic Notebook), the script falls back to loading plotly.js from the plotly CDN;
+  work offline on the static page;
 * ``application/vnd.plotly.v1+json``: the figure itself, which JupyterLab and VS Code
-  draw live with their own plotly.
+  draw live with their own plotly (JupyterLab's comes from plotly's extension, which
+  must be installed in the *Jupyter server's* environment).
+
+In a live kernel (not on Colab, not in the book build) :func:`setup_notebook` also
+displays plotly.js itself, once, in the first cell's output (:func:`plotly_js_loader`):
+so every front end draws the figures offline, also a JupyterLab whose own environment
+has no plotly (its server then shows the ``text/html`` part), and the classic Notebook.
+No figure loads anything from the network; a figure that finds no plotly.js after a few
+seconds says so (and how to fix it) instead of staying blank.
 
 On Colab (``"google.colab" in sys.modules``) the built-in ``"colab"`` renderer is used.
 """
@@ -34,7 +41,7 @@ import sys
 import uuid
 from typing import Any
 
-__all__ = ["setup_notebook", "BOOK_RENDERER", "in_colab", "pick_device"]
+__all__ = ["setup_notebook", "BOOK_RENDERER", "in_colab", "pick_device", "plotly_js_loader"]
 
 #: name under which the book renderer is registered in ``plotly.io.renderers``
 BOOK_RENDERER = "attn_edu"
@@ -71,33 +78,61 @@ _HTML_TEMPLATE = """\
       if (fig.frames && fig.frames.length) return window.Plotly.addFrames(el, fig.frames);
     }});
   }}
-  if (window.Plotly) {{ draw(); return; }}
-  function fallback() {{
+  var waited = 0;
+  (function whenPlotly() {{
     if (window.Plotly) {{ draw(); return; }}
-    var url = "https://cdn.plot.ly/plotly-{plotly_js_version}.min.js";
-    if (window.require && window.define && window.define.amd) {{
-      window.require.config({{paths: {{attn_edu_plotly: url.replace(/\\.js$/, "")}}}});
-      window.require(["attn_edu_plotly"], function (P) {{ window.Plotly = window.Plotly || P; draw(); }});
-    }} else {{
-      var s = document.createElement("script");
-      s.src = url;
-      s.onload = draw;
-      document.head.appendChild(s);
-    }}
-  }}
-  if (document.readyState === "complete") fallback();
-  else window.addEventListener("load", fallback);
+    if ((waited += 100) < 5000) {{ setTimeout(whenPlotly, 100); return; }}
+    var el = document.getElementById(divId);
+    if (el) el.innerHTML = '<p style="color:#a00">{missing}</p>';
+  }})();
 }})();
 </script>"""
 
 
-def _plotly_js_version() -> str:
-    try:
-        from plotly.offline import get_plotlyjs_version  # noqa: PLC0415
+#: shown in place of a figure when the page has no plotly.js (no network is ever used)
+PLOTLY_MISSING = (
+    "This plotly figure needs plotly.js, which this page has not loaded: run the "
+    "notebook&#39;s first cell (attn_edu.setup_notebook() loads it), or install plotly in "
+    "the Jupyter server&#39;s environment."
+)
+#: id of the element that :func:`plotly_js_loader` displays
+LOADER_ID = "attn-edu-plotly-js-loader"
+#: set (to "1") while the book builds: the book serves plotly.js itself
+BOOK_BUILD_ENV = "ATTN_EDU_BOOK_BUILD"
 
-        return get_plotlyjs_version()
-    except Exception:  # pragma: no cover - very old plotly
-        return "latest"
+
+def plotly_js_loader() -> str:
+    """HTML that defines ``window.Plotly`` from the installed plotly's own plotly.js.
+
+    About 4.8 MB, displayed once per notebook by :func:`setup_notebook`; where the page
+    already has plotly.js it does nothing. Needs no network (no CDN).
+    """
+    from pathlib import Path  # noqa: PLC0415
+
+    import plotly  # noqa: PLC0415
+
+    js = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
+    js = js.replace("</script", "<\\/script")  # cannot end the <script> element early
+    return (f'<div id="{LOADER_ID}" style="display:none"></div>\n'
+            f'<script type="text/javascript">\nif (!window.Plotly) {{\n{js}\n}}\n</script>')
+
+
+def _show_plotly_js_loader() -> bool:
+    """Display :func:`plotly_js_loader` in a live Jupyter kernel; return whether it did."""
+    import os  # noqa: PLC0415
+
+    if in_colab() or os.environ.get(BOOK_BUILD_ENV) == "1":
+        return False
+    try:
+        from IPython import get_ipython  # noqa: PLC0415
+        from IPython.display import display  # noqa: PLC0415
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "kernel"):  # a terminal IPython has no page
+        return False
+    display({"text/html": plotly_js_loader(), "text/plain": ""}, raw=True)
+    return True
 
 
 def _make_renderer_class():
@@ -125,7 +160,7 @@ def _make_renderer_class():
                 height=height_css,
                 fig_json=safe(fig_json),
                 config_json=safe(json.dumps(config)),
-                plotly_js_version=_plotly_js_version(),
+                missing=PLOTLY_MISSING,
             )
             plotly_fig = dict(fig_obj)
             if self.config:
@@ -170,8 +205,9 @@ def setup_notebook(plotly: bool = True) -> str:
     """Prepare a chapter notebook; return the torch device string (``"cuda"``/``"cpu"``).
 
     * ``plotly=True``: register and select a plotly renderer that draws on the static
-      book page and live in JupyterLab / VS Code (``"colab"`` on Colab).  Skipped
-      silently when plotly is not installed.
+      book page and live in JupyterLab / VS Code (``"colab"`` on Colab), and, in a live
+      kernel, display plotly.js once (:func:`plotly_js_loader`) so that figures draw
+      offline in any front end.  Skipped silently when plotly is not installed.
     * tidy matplotlib defaults (size, grid, no top/right spines).
     * device: ``"cuda"`` if torch is importable and ``torch.cuda.is_available()``,
       else ``"cpu"``; works without torch.
@@ -181,5 +217,7 @@ def setup_notebook(plotly: bool = True) -> str:
             _register_plotly_renderer()
         except ImportError:
             pass
+        else:
+            _show_plotly_js_loader()
     _matplotlib_defaults()
     return pick_device()

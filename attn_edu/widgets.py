@@ -6,56 +6,216 @@ which works online with no kernel, and a live version built here, which recomput
 with :mod:`attn_edu` on every change in Jupyter or Colab. On the static page a live
 explorer shows only the state it was saved with.
 
-ipywidgets, IPython and matplotlib are imported inside the function, so
+What every live explorer does, so no chapter has to:
+
+* **Controls that cannot matter are disabled.** ``active_when={"lq": lambda kind, **_:
+  kind.startswith("causal")}`` greys out ``lq`` whenever the predicate is false for the
+  current values of the controls: a reader never moves a control that changes nothing.
+* **It shows that it is working.** While a recompute is pending or running, a
+  "computing…" note appears next to the controls (and the explorer's box carries the
+  CSS class ``attn-edu-busy``; the class ``attn-edu-explorer`` marks every explorer).
+* **No backlog of stale recomputes.** Sliders update on release
+  (``continuous_update=False``). In a kernel, changes are coalesced: a recompute that
+  took more than :data:`DEBOUNCE_AFTER_S` is followed by a short pause
+  (:data:`DEBOUNCE_S`) that lets the changes the reader made meanwhile arrive, and then
+  only the latest values are computed. Outside a running event loop (plain Python,
+  tests) every change recomputes at once.
+* **The figure is replaced in one step**: the new output replaces the old one (no blank
+  flash), and an exception in ``compute`` shows its traceback in the output.
+
+:func:`check_controls_matter` drives an explorer in the kernel (every control, many
+settings of the others) and lists the controls that changed nothing while enabled;
+the tests run it on every chapter's explorers.
+
+ipywidgets, IPython and matplotlib are imported inside the functions, so
 ``import attn_edu`` needs NumPy only. First used in chapter 01.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+import base64
+import hashlib
+import io
+import itertools
+import random
+import time
+import traceback
+import weakref
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
-__all__ = ["live_explorer"]
+__all__ = [
+    "live_explorer",
+    "check_controls_matter",
+    "explorers",
+    "DEBOUNCE_S",
+    "DEBOUNCE_AFTER_S",
+]
+
+#: a recompute slower than this (seconds) is followed by a debounce pause
+DEBOUNCE_AFTER_S = 0.2
+#: how long (seconds) to wait for further changes before a slow recompute
+DEBOUNCE_S = 0.15
+#: CSS class of every explorer's outer box, and the one it carries while busy
+EXPLORER_CLASS, BUSY_CLASS = "attn-edu-explorer", "attn-edu-busy"
+_COMPUTING = "<i style='color:#777'>computing…</i>"
+
+# every explorer made in this process, oldest first (weak: none is kept alive by this list)
+_EXPLORERS: List["weakref.ref[Any]"] = []
 
 
-def _show(result: Any) -> None:
-    """Display what a compute function returned, inside the current Output widget."""
-    from IPython.display import display
+# --------------------------------------------------------------------------- rendering
+def _is_matplotlib_figure(obj: Any) -> bool:
+    return type(obj).__module__.startswith("matplotlib") and hasattr(obj, "savefig")
 
-    if result is None:  # the function drew with pyplot itself
-        import sys
 
+def _figure_output(fig: Any) -> Dict[str, Any]:
+    """A display_data output of a matplotlib figure as PNG (what the inline backend shows)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight", dpi=fig.dpi,
+                facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())
+    return {"output_type": "display_data", "metadata": {},
+            "data": {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
+                     "text/plain": repr(fig)}}
+
+
+def _outputs_of(result: Any) -> tuple:
+    """The Output-widget outputs that show what a compute function returned.
+
+    A matplotlib figure becomes a PNG and is closed; ``None`` means "drew with pyplot":
+    every open pyplot figure is shown and closed; anything else goes through IPython's
+    display formatter (plotly figures, HTML, text ...).
+    """
+    import sys
+
+    if result is None:
+        if "matplotlib.pyplot" not in sys.modules:
+            return ()
+        import matplotlib.pyplot as plt
+
+        outputs = []
+        for num in plt.get_fignums():
+            fig = plt.figure(num)
+            outputs.append(_figure_output(fig))
+            plt.close(fig)
+        return tuple(outputs)
+    if _is_matplotlib_figure(result):
+        output = _figure_output(result)
         if "matplotlib.pyplot" in sys.modules:
             import matplotlib.pyplot as plt
 
-            if plt.get_fignums():
-                plt.show()
-        return
-    if type(result).__module__.startswith("matplotlib") and hasattr(result, "savefig"):
-        import matplotlib.pyplot as plt
+            plt.close(result)  # shown once, here; no second copy at the end of the cell
+        return (output,)
+    from IPython import get_ipython
+    from IPython.core.formatters import DisplayFormatter
 
-        display(result)
-        plt.close(result)  # displayed once, here; no second copy at the end of the cell
-        return
-    display(result)
+    shell = get_ipython()
+    formatter = shell.display_formatter if shell is not None else DisplayFormatter()
+    data, metadata = formatter.format(result)
+    return ({"output_type": "display_data", "data": data, "metadata": metadata},)
 
 
-def live_explorer(compute: Callable[..., object], *, columns: int = 2, **controls: Any):
+def _error_outputs(exc: BaseException) -> tuple:
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    return ({"output_type": "error", "ename": type(exc).__name__, "evalue": str(exc),
+             "traceback": [line.rstrip("\n") for line in tb]},)
+
+
+def _running_loop():
+    """The event loop running in this thread (the kernel's), or None (plain Python)."""
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+# --------------------------------------------------------------------------- the explorer
+class _Explorer:
+    """The state behind one explorer box: its controls, compute function and scheduling."""
+
+    def __init__(self, compute: Callable[..., object], controls: Dict[str, Any],
+                 active_when: Dict[str, Callable[..., bool]], box: Any, output: Any,
+                 status: Any) -> None:
+        self.compute, self.controls, self.active_when = compute, controls, active_when
+        self.box, self.output, self.status = box, output, status
+        self.last_seconds = 0.0
+        self.scheduled = False
+        self.renders = 0
+
+    def values(self) -> Dict[str, Any]:
+        return {name: control.value for name, control in self.controls.items()}
+
+    def active(self, values: Optional[Mapping[str, Any]] = None) -> Dict[str, bool]:
+        """Which controls matter for ``values`` (default: the current ones)."""
+        values = self.values() if values is None else dict(values)
+        return {name: bool(self.active_when[name](**values)) if name in self.active_when else True
+                for name in self.controls}
+
+    def update_disabled(self) -> None:
+        for name, on in self.active().items():
+            if name in self.active_when:
+                self.controls[name].disabled = not on
+
+    def set_busy(self, busy: bool) -> None:
+        self.status.value = _COMPUTING if busy else ""
+        classes = [c for c in self.box._dom_classes if c != BUSY_CLASS]
+        self.box._dom_classes = tuple(classes + [BUSY_CLASS] if busy else classes)
+
+    def render(self) -> None:
+        """Compute with the current values and replace the output in one step."""
+        self.scheduled = False
+        start = time.perf_counter()
+        try:
+            outputs = _outputs_of(self.compute(**self.values()))
+        except Exception as exc:  # shown to the reader, never swallowed
+            outputs = _error_outputs(exc)
+        self.last_seconds = time.perf_counter() - start
+        self.output.outputs = outputs
+        self.renders += 1
+        self.set_busy(False)
+
+    def changed(self, _change: Any = None) -> None:
+        """A control moved: update which controls matter, then (re)compute."""
+        self.update_disabled()
+        loop = _running_loop()
+        if loop is None:  # plain Python: nothing to coalesce with
+            self.set_busy(True)
+            self.render()
+            return
+        self.set_busy(True)  # sent to the front end now, before the recompute blocks
+        if self.scheduled:
+            return  # the pending recompute will read the latest values
+        self.scheduled = True
+        delay = DEBOUNCE_S if self.last_seconds > DEBOUNCE_AFTER_S else 0.0
+        loop.call_later(delay, self.render)
+
+
+def live_explorer(compute: Callable[..., object], *, columns: int = 2,
+                  active_when: Optional[Mapping[str, Callable[..., bool]]] = None,
+                  **controls: Any):
     """Build a live explorer: ``compute(**values)`` re-runs whenever a control changes.
 
     Args:
         compute: called with one keyword argument per control, named as in ``controls``,
             holding that control's current value. It may return a matplotlib ``Figure``
-            (displayed, then closed), a plotly figure or anything else IPython can display,
-            or ``None`` after drawing with pyplot.
+            (shown as a PNG, then closed), a plotly figure or anything else IPython can
+            display, or ``None`` after drawing with pyplot.
         columns: how many controls per row above the output.
+        active_when: for a control that matters only for some settings of the others,
+            ``{name: predicate}``; ``predicate(**values)`` gets every control's current
+            value and returns whether ``name`` changes the output. Where it returns
+            False the control is disabled (greyed out). Controls not listed always matter.
         **controls: ipywidgets value widgets, e.g.
             ``scale=ipywidgets.FloatLogSlider(value=1, base=10, min=-1, max=1)``.
 
-    Returns an ``ipywidgets.VBox`` (the controls, then an ``Output`` with the figure).
-    Make it the last expression of a cell to show it. ``compute`` runs once immediately,
-    so the saved notebook (and the static page) shows the initial state.
+    Returns an ``ipywidgets.VBox`` (the controls, a status note, then an ``Output`` with
+    the figure), with CSS class ``attn-edu-explorer``. Make it the last expression of a
+    cell to show it. ``compute`` runs once immediately, so the saved notebook (and the
+    static page) shows the initial state.
 
-    Raises ValueError without controls and TypeError when ``compute`` is not callable or a
-    control is not an ipywidgets value widget. Chapter 01 introduces it.
+    Raises ValueError without controls, for a bad ``columns`` or an ``active_when`` name
+    that is not a control, and TypeError when ``compute`` or a predicate is not callable
+    or a control is not an ipywidgets value widget. Chapter 01 introduces it.
 
     Example::
 
@@ -67,6 +227,15 @@ def live_explorer(compute: Callable[..., object], *, columns: int = 2, **control
         raise TypeError(f"compute must be callable; got {type(compute).__name__}")
     if not controls:
         raise ValueError("live_explorer needs at least one control, e.g. scale=ipywidgets.FloatSlider(...)")
+    if isinstance(columns, bool) or not isinstance(columns, int) or columns < 1:
+        raise ValueError(f"columns must be a positive integer; got {columns!r}")
+    active_when = dict(active_when or {})
+    for name, predicate in active_when.items():
+        if name not in controls:
+            raise ValueError(f"active_when names {name!r}, which is not a control; "
+                             f"the controls are {sorted(controls)}")
+        if not callable(predicate):
+            raise TypeError(f"active_when[{name!r}] must be callable; got {type(predicate).__name__}")
     import ipywidgets as widgets
 
     for name, control in controls.items():
@@ -75,17 +244,129 @@ def live_explorer(compute: Callable[..., object], *, columns: int = 2, **control
                 f"control {name!r} must be an ipywidgets value widget (FloatSlider, IntSlider, "
                 f"Dropdown, ...); got {type(control).__name__}"
             )
+        if name in active_when and not control.has_trait("disabled"):
+            raise TypeError(f"control {name!r} is in active_when but {type(control).__name__} "
+                            "cannot be disabled")
         if not getattr(control, "description", None) and hasattr(control, "description"):
             control.description = name
         if hasattr(control, "continuous_update"):
             control.continuous_update = False  # recompute on release, not on every pixel
-    if isinstance(columns, bool) or not isinstance(columns, int) or columns < 1:
-        raise ValueError(f"columns must be a positive integer; got {columns!r}")
 
-    def update(**values: Any) -> None:
-        _show(compute(**values))
-
-    output = widgets.interactive_output(update, controls)
     boxes = list(controls.values())
     rows = [widgets.HBox(boxes[i:i + columns]) for i in range(0, len(boxes), columns)]
-    return widgets.VBox([*rows, output])
+    status = widgets.HTML(value="")
+    output = widgets.Output()
+    box = widgets.VBox([*rows, status, output])
+    box.add_class(EXPLORER_CLASS)
+    state = _Explorer(compute, dict(controls), active_when, box, output, status)
+    box._attn_edu_explorer = state  # for check_controls_matter and explorers()
+    state.update_disabled()
+    state.render()  # the initial state, computed now (the saved page shows it)
+    for control in controls.values():
+        control.observe(state.changed, names="value")
+    _EXPLORERS.append(weakref.ref(box))
+    return box
+
+
+def explorers() -> List[Any]:
+    """Every live explorer made in this process (e.g. by a notebook's cells), oldest first."""
+    return [box for box in (ref() for ref in _EXPLORERS) if box is not None]
+
+
+# --------------------------------------------------------------------------- the audit
+def _options(control: Any) -> List[Any]:
+    """Values a control can take: its options, or its min..max range in steps."""
+    if getattr(control, "_options_values", None) is not None:  # Dropdown, SelectionSlider ...
+        return list(control._options_values)  # the values behind (label, value) options
+    if isinstance(control.value, bool):
+        return [False, True]
+    if hasattr(control, "min") and hasattr(control, "max"):
+        if hasattr(control, "base"):  # FloatLogSlider: min/max are exponents
+            lo, hi, step = control.min, control.max, control.step or (control.max - control.min) / 8
+            n = int(round((hi - lo) / step))
+            return [control.base ** (lo + i * step) for i in range(n + 1)]
+        lo, hi = control.min, control.max
+        step = getattr(control, "step", None) or 1
+        n = int(round((hi - lo) / step))
+        return [type(control.value)(lo + i * step) for i in range(n + 1)]
+    return [control.value]
+
+
+def _samples(values: List[Any], current: Any, k: int = 3) -> List[Any]:
+    """At most ``k`` values spread over ``values``: the ends and the current one first."""
+    if len(values) <= k:
+        return list(values)
+    picks = [values[0], values[-1], current, values[len(values) // 2]]
+    out: List[Any] = []
+    for v in picks:
+        if v not in out:
+            out.append(v)
+    return out[:k]
+
+
+def _fingerprint(outputs: tuple) -> str:
+    """What the reader sees, as a hash: the outputs' data (plotly's random ids removed)."""
+    import json
+    import re
+
+    text = json.dumps([o.get("data", o.get("traceback")) for o in outputs], sort_keys=True, default=str)
+    text = re.sub(r"attn-edu-plotly-[0-9a-f]+", "", text)  # the book renderer's div id
+    text = re.sub(r'"uid": ?"[^"]*"', "", text)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def check_controls_matter(explorer: Any, *, settings: int = 8, seed: int = 0) -> List[str]:
+    """Every control of ``explorer`` must change the output wherever it is enabled.
+
+    For each control, up to ``settings`` settings of the other controls are tried (the
+    explorer's current one, every combination when there are few, else a seeded random
+    sample); in each setting where the control is enabled (see ``active_when``), it is
+    set to up to three of its values (its ends and its current value) and the outputs
+    are compared. Returns one line per (control, setting) where the control changed
+    nothing, or where ``compute`` raised; an empty list means every control matters.
+
+    The explorer's controls are left as they were. ``compute`` runs directly (the widgets
+    do not move), so this works in any kernel and in plain Python.
+    """
+    state: _Explorer = explorer._attn_edu_explorer
+    if isinstance(settings, bool) or not isinstance(settings, int) or settings < 1:
+        raise ValueError(f"settings must be a positive integer; got {settings!r}")
+    rng = random.Random(seed)
+    current = state.values()
+    domains = {name: _options(c) for name, c in state.controls.items()}
+    cache: Dict[tuple, str] = {}
+    problems: List[str] = []
+
+    def look(values: Dict[str, Any]) -> str:
+        key = tuple(sorted((k, repr(v)) for k, v in values.items()))
+        if key not in cache:
+            try:
+                cache[key] = _fingerprint(_outputs_of(state.compute(**values)))
+            except Exception as exc:  # noqa: BLE001  (reported, not raised)
+                problems.append(f"compute raised {type(exc).__name__}: {exc} for {values}")
+                cache[key] = f"error {key}"
+        return cache[key]
+
+    for name in state.controls:
+        others = [n for n in state.controls if n != name]
+        grids = [domains[n] for n in others]
+        n_all = 1
+        for g in grids:
+            n_all *= len(g)
+        if n_all <= settings:
+            combos = [dict(zip(others, combo)) for combo in itertools.product(*grids)]
+        else:
+            combos = [{n: current[n] for n in others}]
+            while len(combos) < settings:
+                combos.append({n: rng.choice(domains[n]) for n in others})
+        for combo in combos:
+            values = {**combo, name: current[name]}
+            if not state.active(values)[name]:
+                continue
+            tried = _samples(domains[name], current[name])
+            prints = {look({**combo, name: v}) for v in tried}
+            if len(tried) > 1 and len(prints) == 1:
+                shown = ", ".join(f"{k}={v!r}" for k, v in combo.items())
+                problems.append(f"{name!r} changes nothing for {shown} "
+                                f"(tried {name}={tried}) but is enabled there")
+    return problems

@@ -37,11 +37,16 @@ What it does, and why:
   priority list then selects ``text/html``. A bundle that has *only* the plotly mime
   type still fails the build ("No mime type available in priority list"), which is
   what we want: such a figure would be invisible on the static page.
+* **plotly.js once, not per chapter.** In a live kernel the chapters' first cell displays
+  plotly.js (4.8 MB) so figures draw in any front end offline; the book serves it from
+  ``_static`` instead, so :func:`setup` sets ``ATTN_EDU_BOOK_BUILD=1``, which the
+  executing kernels inherit and ``attn_edu.setup_notebook`` reads.
 """
 
 from __future__ import annotations
 
 import filecmp
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -147,6 +152,9 @@ def _copy_plotly_js_early(app: Sphinx) -> None:
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
+    # the chapters' kernels inherit this: their first cell then does not display plotly.js
+    # (attn_edu.notebook.plotly_js_loader), which the book serves from _static instead
+    os.environ["ATTN_EDU_BOOK_BUILD"] = "1"
     _register_mime_plugin()
     app.connect("builder-inited", _copy_plotly_js_early)
     # run after the other extensions' html-page-context handlers (default priority 500)

@@ -1,0 +1,79 @@
+"""attn_edu.notebook: the first cell's plotly renderer and its offline plotly.js loader."""
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("plotly")
+import plotly  # noqa: E402
+import plotly.graph_objects as go  # noqa: E402
+import plotly.io as pio  # noqa: E402
+
+from attn_edu import notebook  # noqa: E402
+
+
+def _bundle(fig):
+    notebook._register_plotly_renderer()
+    return pio.renderers[notebook.BOOK_RENDERER].to_mimebundle(fig.to_dict())
+
+
+def test_renderer_bundle_draws_with_the_pages_plotly_and_never_a_cdn():
+    fig = go.Figure(go.Bar(y=[1, 3, 2]), layout=dict(height=300))
+    bundle = _bundle(fig)
+    assert set(bundle) == {"text/html", "application/vnd.plotly.v1+json"}
+    html = bundle["text/html"]
+    assert "window.Plotly.newPlot" in html and 'height:300px' in html
+    assert not re.search(r"https?://", html), "the figure must not load anything from the network"
+    assert "needs plotly.js" in html  # says so, instead of a blank area, when plotly.js is missing
+    assert bundle["application/vnd.plotly.v1+json"]["data"][0]["y"] == [1, 3, 2]
+
+
+def test_loader_defines_plotly_from_the_installed_package_offline():
+    html = notebook.plotly_js_loader()
+    js = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
+    assert len(html) > len(js) - 100  # the whole of plotly.js, inline
+    assert html.count("</script>") == 1 and html.rstrip().endswith("</script>")
+    assert "if (!window.Plotly)" in html and "window.Plotly = Plotly" in html
+    assert not re.search(r"<script[^>]*\bsrc=", html)
+
+
+def test_loader_is_shown_only_in_a_live_kernel_outside_the_book_build(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, raw=False: shown.append(obj))
+
+    class Shell:  # a kernel's shell has .kernel; a terminal IPython does not
+        kernel = object()
+
+    monkeypatch.setattr("IPython.get_ipython", lambda: None)
+    assert notebook._show_plotly_js_loader() is False  # plain Python
+    monkeypatch.setattr("IPython.get_ipython", lambda: Shell())
+    monkeypatch.setenv(notebook.BOOK_BUILD_ENV, "1")
+    assert notebook._show_plotly_js_loader() is False  # the book serves plotly.js itself
+    monkeypatch.delenv(notebook.BOOK_BUILD_ENV)
+    monkeypatch.setitem(sys.modules, "google.colab", object())
+    assert notebook._show_plotly_js_loader() is False  # Colab has its own renderer
+    monkeypatch.delitem(sys.modules, "google.colab")
+    assert notebook._show_plotly_js_loader() is True
+    (obj,) = shown
+    assert notebook.LOADER_ID in obj["text/html"]
+
+
+def test_book_extension_marks_the_build_so_chapters_do_not_inline_plotly(monkeypatch):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "book" / "_ext" / "attn_edu_book.py"
+    pytest.importorskip("sphinx")
+    spec = importlib.util.spec_from_file_location("attn_edu_book_under_test", path)
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+
+    class App:
+        def connect(self, *args, **kwargs):
+            pass
+
+    monkeypatch.setattr(ext, "_register_mime_plugin", lambda: None)
+    monkeypatch.delenv(notebook.BOOK_BUILD_ENV, raising=False)  # restored afterwards
+    ext.setup(App())
+    assert os.environ[notebook.BOOK_BUILD_ENV] == "1"

@@ -1,0 +1,161 @@
+"""attn_edu.widgets: controls that cannot matter are disabled, slow recomputes coalesce and
+show that they are working, and check_controls_matter finds a control that does nothing."""
+import asyncio
+import time
+
+import pytest
+
+pytest.importorskip("matplotlib")
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from attn_edu import widgets  # noqa: E402
+
+ipywidgets = pytest.importorskip("ipywidgets")
+
+
+def _mask_like_explorer(active_when=None):
+    """A small explorer shaped like chapter 05's: ``n`` matters only for kind "pad"."""
+    def compute(kind, n, length):
+        fig, ax = plt.subplots(figsize=(2, 2))
+        ax.bar(range(length), [min(i, n) if kind == "pad" else i for i in range(length)])
+        ax.set_title(kind)
+        return fig
+
+    kind = ipywidgets.Dropdown(options=["causal", "pad"], value="causal")
+    n = ipywidgets.IntSlider(value=2, min=0, max=4)
+    length = ipywidgets.IntSlider(value=4, min=2, max=6)
+    box = widgets.live_explorer(compute, kind=kind, n=n, length=length, active_when=active_when)
+    return box, kind, n, length
+
+
+def _output_png(box):
+    (out,) = box.children[-1].outputs
+    return out["data"]["image/png"]
+
+
+def test_explorer_box_has_class_status_and_output():
+    box, kind, n, length = _mask_like_explorer()
+    assert widgets.EXPLORER_CLASS in box._dom_classes
+    assert widgets.BUSY_CLASS not in box._dom_classes
+    assert isinstance(box.children[-1], ipywidgets.Output)
+    assert isinstance(box.children[-2], ipywidgets.HTML) and box.children[-2].value == ""
+    first = _output_png(box)
+    length.value = 6
+    assert _output_png(box) != first  # replaced, not appended
+    assert len(box.children[-1].outputs) == 1
+    assert box in widgets.explorers()
+    assert plt.get_fignums() == []
+
+
+def test_active_when_disables_a_control_where_it_cannot_matter():
+    box, kind, n, length = _mask_like_explorer({"n": lambda kind, **_: kind == "pad"})
+    assert n.disabled and not kind.disabled and not length.disabled
+    kind.value = "pad"
+    assert not n.disabled
+    kind.value = "causal"
+    assert n.disabled
+    assert widgets.check_controls_matter(box) == []
+
+
+def test_check_controls_matter_reports_a_control_that_does_nothing():
+    box, kind, n, length = _mask_like_explorer()  # n is enabled but useless for "causal"
+    problems = widgets.check_controls_matter(box)
+    assert problems and all(p.startswith("'n' changes nothing for kind='causal'") for p in problems)
+    assert (kind.value, n.value, length.value) == ("causal", 2, 4)  # left as it was
+
+
+def test_check_controls_matter_reports_compute_errors():
+    def compute(x):
+        if x == 3:
+            raise RuntimeError("boom")
+        return f"x = {x}"
+
+    box = widgets.live_explorer(compute, x=ipywidgets.IntSlider(value=0, min=0, max=3))
+    assert any("RuntimeError: boom" in p for p in widgets.check_controls_matter(box))
+
+
+def test_an_exception_in_compute_shows_its_traceback():
+    def compute(x):
+        if x:
+            raise ValueError("x must be 0")
+        return "fine"
+
+    x = ipywidgets.IntSlider(value=0, min=0, max=1)
+    box = widgets.live_explorer(compute, x=x)
+    x.value = 1
+    (out,) = box.children[-1].outputs
+    assert out["output_type"] == "error" and out["ename"] == "ValueError"
+    assert any("x must be 0" in line for line in out["traceback"])
+    assert widgets.BUSY_CLASS not in box._dom_classes
+
+
+def test_slow_recomputes_coalesce_and_show_that_they_are_working():
+    """In a kernel's running loop, changes made while a slow recompute runs are merged:
+    only the latest values are computed, and the box is marked busy meanwhile."""
+    calls = []
+
+    def compute(x):
+        calls.append(x)
+        time.sleep(0.3)  # slower than DEBOUNCE_AFTER_S
+        return f"x = {x}"
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        x = ipywidgets.IntSlider(value=0, min=0, max=9)
+        box = widgets.live_explorer(compute, x=x)  # initial render: at once
+        assert calls == [0]
+        x.value = 1  # scheduled after DEBOUNCE_S (the last recompute was slow)
+        assert widgets.BUSY_CLASS in box._dom_classes
+        assert "computing" in box.children[-2].value
+        # two more moves arrive while the recompute of x = 1 blocks the loop
+        loop.call_later(widgets.DEBOUNCE_S + 0.01, setattr, x, "value", 2)
+        loop.call_later(widgets.DEBOUNCE_S + 0.02, setattr, x, "value", 3)
+        x.value = 1  # no change: nothing new scheduled
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if calls[-1] == 3 and widgets.BUSY_CLASS not in box._dom_classes:
+                break
+        return box
+
+    box = asyncio.run(scenario())
+    assert calls == [0, 1, 3], "the stale value 2 was computed, or the latest one was not"
+    assert box.children[-1].outputs[0]["data"]["text/plain"] == "'x = 3'"
+    assert box.children[-2].value == ""
+
+
+def test_fast_recomputes_run_without_a_pause():
+    calls = []
+
+    async def scenario():
+        x = ipywidgets.IntSlider(value=0, min=0, max=9)
+        widgets.live_explorer(lambda x: calls.append(x), x=x)
+        start = time.perf_counter()
+        x.value = 5
+        while calls[-1] != 5:
+            await asyncio.sleep(0.001)
+        return time.perf_counter() - start
+
+    assert asyncio.run(scenario()) < widgets.DEBOUNCE_S
+
+
+def test_live_explorer_rejects_bad_active_when():
+    x = ipywidgets.IntSlider()
+    with pytest.raises(ValueError, match="'y', which is not a control"):
+        widgets.live_explorer(lambda x: None, x=x, active_when={"y": lambda **_: True})
+    with pytest.raises(TypeError, match=r"active_when\['x'\] must be callable"):
+        widgets.live_explorer(lambda x: None, x=x, active_when={"x": True})
+    with pytest.raises(ValueError, match="columns"):
+        widgets.live_explorer(lambda x: None, x=x, columns=0)
+    with pytest.raises(ValueError, match="settings"):
+        widgets.check_controls_matter(widgets.live_explorer(lambda x: None, x=x), settings=0)
+
+
+def test_options_cover_every_kind_of_control():
+    assert widgets._options(ipywidgets.Dropdown(options=[("a", 1), ("b", 2)])) == [1, 2]
+    assert widgets._options(ipywidgets.SelectionSlider(options=[4, 8], value=8)) == [4, 8]
+    assert widgets._options(ipywidgets.Checkbox()) == [False, True]
+    assert widgets._options(ipywidgets.IntSlider(min=1, max=7, step=3)) == [1, 4, 7]
+    assert widgets._options(ipywidgets.FloatLogSlider(base=2, min=-1, max=1, step=1)) == [0.5, 1.0, 2.0]
