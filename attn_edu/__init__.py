@@ -53,11 +53,18 @@ Conventions (one home per concept):
   ``masks.causal_offset``. Allowed-pair counting: ``masks.allowed_pairs``. Tile plans:
   ``masks.TilePlan``. Machine epsilons: ``precision.FLOAT_LIMITS``. The tolerance rule:
   ``testing``.
+
+Where a module or function needs a package that is missing, it raises an ``ImportError``
+that names the package and the pip command (``attn_edu._optional``).
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
+
+from . import _optional
+
+_optional.install()  # before any submodule imports an optional package
 
 from . import flash, linear, masks, multihead, positions, precision, profiling, reference, scaling, testing
 from .flash import flash_attention

@@ -12,8 +12,10 @@ What every live explorer does, so no chapter has to:
   kind.startswith("causal")}`` greys out ``lq`` whenever the predicate is false for the
   current values of the controls: a reader never moves a control that changes nothing.
 * **It shows that it is working.** While a recompute is pending or running, a
-  "computing…" note appears next to the controls (and the explorer's box carries the
-  CSS class ``attn-edu-busy``; the class ``attn-edu-explorer`` marks every explorer).
+  "computing…" note appears between the controls and the figure (and the explorer's
+  box carries the CSS class ``attn-edu-busy``; the class ``attn-edu-explorer`` marks
+  every explorer). When idle the note is an empty ``<span data-renders="N">`` that counts
+  the recomputes, which is what a browser test waits for.
 * **No backlog of stale recomputes.** Sliders update on release
   (``continuous_update=False``). In a kernel, changes are coalesced: a recompute that
   took more than :data:`DEBOUNCE_AFTER_S` is followed by a short pause
@@ -104,6 +106,13 @@ def _outputs_of(result: Any) -> tuple:
 
             plt.close(result)  # shown once, here; no second copy at the end of the cell
         return (output,)
+    if hasattr(result, "_repr_mimebundle_"):
+        # plotly figures: their bundle from the default renderer. (IPython's formatter
+        # would call their _ipython_display_, which displays outside the Output widget.)
+        bundle = result._repr_mimebundle_()
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        if data:
+            return ({"output_type": "display_data", "data": data, "metadata": metadata or {}},)
     from IPython import get_ipython
     from IPython.core.formatters import DisplayFormatter
 
@@ -157,7 +166,9 @@ class _Explorer:
                 self.controls[name].disabled = not on
 
     def set_busy(self, busy: bool) -> None:
-        self.status.value = _COMPUTING if busy else ""
+        # idle: an empty span that counts the renders (browser tests wait on it)
+        self.status.value = _COMPUTING if busy else f'<span data-renders="{self.renders}"></span>'
+
         classes = [c for c in self.box._dom_classes if c != BUSY_CLASS]
         self.box._dom_classes = tuple(classes + [BUSY_CLASS] if busy else classes)
 

@@ -41,13 +41,30 @@ def test_explorer_box_has_class_status_and_output():
     assert widgets.EXPLORER_CLASS in box._dom_classes
     assert widgets.BUSY_CLASS not in box._dom_classes
     assert isinstance(box.children[-1], ipywidgets.Output)
-    assert isinstance(box.children[-2], ipywidgets.HTML) and box.children[-2].value == ""
+    status = box.children[-2]
+    assert isinstance(status, ipywidgets.HTML) and status.value == '<span data-renders="1"></span>'
     first = _output_png(box)
     length.value = 6
     assert _output_png(box) != first  # replaced, not appended
     assert len(box.children[-1].outputs) == 1
     assert box in widgets.explorers()
     assert plt.get_fignums() == []
+
+
+def test_a_plotly_figure_is_shown_inside_the_explorer(monkeypatch):
+    go = pytest.importorskip("plotly.graph_objects")
+    from attn_edu import notebook
+
+    notebook._register_plotly_renderer()
+    shown = []  # anything displayed outside the Output widget would land here
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: shown.append(a))
+    x = ipywidgets.IntSlider(value=1, min=1, max=3)
+    box = widgets.live_explorer(lambda x: go.Figure(go.Bar(y=list(range(x)))), x=x)
+    x.value = 3
+    (out,) = box.children[-1].outputs
+    assert {"text/html", "application/vnd.plotly.v1+json"} <= set(out["data"])
+    assert out["data"]["application/vnd.plotly.v1+json"]["data"][0]["y"] == [0, 1, 2]
+    assert shown == []
 
 
 def test_active_when_disables_a_control_where_it_cannot_matter():
@@ -123,7 +140,7 @@ def test_slow_recomputes_coalesce_and_show_that_they_are_working():
     box = asyncio.run(scenario())
     assert calls == [0, 1, 3], "the stale value 2 was computed, or the latest one was not"
     assert box.children[-1].outputs[0]["data"]["text/plain"] == "'x = 3'"
-    assert box.children[-2].value == ""
+    assert box.children[-2].value == '<span data-renders="3"></span>'
 
 
 def test_fast_recomputes_run_without_a_pause():

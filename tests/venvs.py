@@ -1,0 +1,135 @@
+"""Virtual environments that tests make, cached by what they hold, and Jupyter sandboxes.
+
+* :func:`cached_venv` makes a venv with exactly the given pip requirements, once: it lives
+  in ``$ATTN_EDU_VENV_CACHE`` (default: ``<tmp>/attn-edu-venvs``), in a folder named by a
+  hash of the requirements and the Python version, so a later run (or a CI run on the
+  same machine) reuses it and a changed requirement makes a new one. A ``.complete``
+  file is written last, so a half-made venv is never reused.
+* :func:`install_attn_edu` installs the working tree's attn_edu into such a venv (not
+  editable, no dependencies), so what is tested is what ``pip install .`` gives.
+* :func:`overlay_site_packages` lets a fresh venv see another venv's packages without
+  installing them again (and without attn_edu), the way Colab's preinstalled packages
+  sit beside a notebook's own ``pip install``.
+* :func:`jupyter_dirs` gives a Jupyter configuration that lives in a temporary folder
+  (kernels, settings, runtime files) so that nothing global changes, and
+  :func:`write_kernelspec` registers a Python as a kernel there.
+
+Shared by tests/test_plain_install.py, tests/test_colab_first_cell.py and
+tests/test_live_explorers.py (through the fixtures in tests/conftest.py).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import venv
+from pathlib import Path
+from typing import Dict, Iterable, Optional, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("ATTN_EDU_VENV_CACHE", Path(tempfile.gettempdir()) / "attn-edu-venvs"))
+PIP_QUIET = ["--quiet", "--disable-pip-version-check", "--no-input"]
+
+
+def venv_python(path: Path) -> Path:
+    return Path(path) / "bin" / "python"
+
+
+def site_packages(python: Path) -> Path:
+    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def make_venv(path: Path, requirements: Sequence[str] = ()) -> Path:
+    """A new venv at ``path`` (with pip) holding ``requirements``; returns its python."""
+    venv.EnvBuilder(with_pip=True, clear=True).create(str(path))
+    python = venv_python(path)
+    if requirements:
+        run_pip(python, "install", *requirements)
+    return python
+
+
+def run_pip(python: Path, *args: str) -> None:
+    proc = subprocess.run([str(python), "-m", "pip", *args, *PIP_QUIET], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"pip {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+
+
+def cached_venv(name: str, requirements: Sequence[str]) -> Path:
+    """The python of a cached venv named ``name`` holding ``requirements`` (made if needed)."""
+    key = hashlib.sha256(json.dumps([sys.version, sorted(requirements)]).encode()).hexdigest()[:12]
+    path = CACHE / f"{name}-{key}"
+    python = venv_python(path)
+    if (path / ".complete").is_file() and python.exists():
+        return python
+    CACHE.mkdir(parents=True, exist_ok=True)
+    try:
+        make_venv(path, requirements)  # clear=True: a half-made one is started again
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    (path / ".complete").write_text("\n".join(requirements) + "\n")
+    for stale in CACHE.glob(f"{name}-*"):  # older requirement sets of the same venv
+        if stale != path and (stale / ".complete").is_file():
+            shutil.rmtree(stale, ignore_errors=True)
+    return python
+
+
+def install_attn_edu(python: Path, source: Path = REPO) -> None:
+    """``pip install --no-deps`` the attn_edu at ``source`` (a copy, not editable)."""
+    run_pip(python, "install", "--no-deps", "--force-reinstall", str(source))
+
+
+def overlay_site_packages(python: Path, donor: Path, exclude: Iterable[str] = ("attn_edu",)) -> Path:
+    """Make the venv of ``python`` see the packages of the ``donor`` site-packages folder.
+
+    A folder of symlinks to every package (and its ``.dist-info``) of ``donor`` except
+    ``exclude``, pip, setuptools and ``.pth`` hooks, put on ``sys.path`` after the venv's
+    own site-packages by a ``.pth`` file: imports and pip both see them as installed,
+    nothing is copied or reinstalled, and an editable attn_edu in ``donor`` stays out.
+    """
+    target = site_packages(python)
+    overlay = target.parent / "attn-edu-overlay"
+    overlay.mkdir(exist_ok=True)
+    skip = tuple(e.lower() for e in (*exclude, "pip", "setuptools", "_distutils_hack", "__editable__"))
+    for entry in Path(donor).iterdir():
+        low = entry.name.lower().replace("-", "_")
+        if entry.suffix == ".pth" or low.startswith(skip) or entry.name == "__pycache__":
+            continue
+        link = overlay / entry.name
+        if not link.exists():
+            link.symlink_to(entry)
+    (target / "attn_edu_overlay.pth").write_text(str(overlay) + "\n")
+    return overlay
+
+
+def jupyter_dirs(root: Path) -> Dict[str, str]:
+    """Environment variables that keep every Jupyter file under ``root``."""
+    dirs = {
+        "JUPYTER_PATH": root / "path",           # highest priority: our kernelspecs
+        "JUPYTER_DATA_DIR": root / "data",
+        "JUPYTER_CONFIG_DIR": root / "config",
+        "JUPYTER_RUNTIME_DIR": root / "runtime",
+        "IPYTHONDIR": root / "ipython",
+        "JUPYTERLAB_SETTINGS_DIR": root / "config" / "lab" / "user-settings",
+        "JUPYTERLAB_WORKSPACES_DIR": root / "config" / "lab" / "workspaces",
+    }
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+    return {k: str(v) for k, v in dirs.items()}
+
+
+def write_kernelspec(jupyter_path: Path, python: Path, name: str = "python3",
+                     env: Optional[Dict[str, str]] = None, display_name: str = "Python 3 (attn_edu)") -> Path:
+    """Register ``python`` as kernel ``name`` in ``jupyter_path`` (an entry of JUPYTER_PATH)."""
+    spec_dir = Path(jupyter_path) / "kernels" / name
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    spec = {"argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": display_name, "language": "python", "env": env or {}}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
+    return spec_dir
