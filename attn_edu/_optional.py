@@ -37,7 +37,7 @@ def missing_message(module: str, needed_by: str) -> str:
     text = (f"{needed_by} needs {pip}, which is not installed in this Python environment "
             f"({sys.executable}). Install it with: pip install {pip}")
     if module in EXTRAS:
-        text += f'  (or everything the book uses: pip install "attn_edu[{EXTRAS[module]}]")'
+        text += f'  (or: pip install "attn_edu[{EXTRAS[module]}]")'
     if module == "triton":
         text += "  (Triton runs on Linux x86-64 with a CUDA GPU, or on the CPU with TRITON_INTERPRET=1)"
     return text

@@ -14,6 +14,12 @@
   ``notebooks`` (executes the chapters), ``browser`` (builds the book, opens it in
   Chromium). The fast loop is ``pytest -m "not slow and not notebooks and not browser"``.
 
+* **Fixtures.** ``numpy_only_venv``: the python of a virtual environment with NumPy only
+  (the test environment's NumPy version, and setuptools to build attn_edu) and this
+  working tree's attn_edu installed into it (``pip install --no-deps .``, not editable) --
+  a reader's plain ``pip install attn_edu``. The venv is cached between runs
+  (tests/venvs.py); attn_edu is reinstalled once per test session.
+
 Collection needs NumPy, pytest and hypothesis only: modules that need torch, triton,
 matplotlib or plotly skip themselves (``pytest.importorskip``) where they are missing.
 """
@@ -26,6 +32,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
+import pytest
+
+import venvs
 
 #: Whether PyTorch sees a CUDA GPU (False without torch).
 CUDA = False
@@ -77,3 +86,13 @@ def api_page_members() -> dict:
         members = re.search(r":members: (.*)", m.group(2))
         out[m.group(1)] = [] if members is None else [x.strip() for x in members.group(1).split(",")]
     return out
+
+
+@pytest.fixture(scope="session")
+def numpy_only_venv():
+    import numpy as np
+
+    # setuptools >= 70.1 builds wheels itself: attn_edu installs without a download
+    python = venvs.cached_venv("numpy-only", [f"numpy=={np.__version__}", "setuptools>=70.1"])
+    venvs.install_attn_edu(python)
+    return python

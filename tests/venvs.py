@@ -82,7 +82,8 @@ def cached_venv(name: str, requirements: Sequence[str]) -> Path:
 
 def install_attn_edu(python: Path, source: Path = REPO) -> None:
     """``pip install --no-deps`` the attn_edu at ``source`` (a copy, not editable)."""
-    run_pip(python, "install", "--no-deps", "--force-reinstall", str(source))
+    # no build isolation: the venv's own setuptools builds it (no download)
+    run_pip(python, "install", "--no-deps", "--force-reinstall", "--no-build-isolation", str(source))
 
 
 def overlay_site_packages(python: Path, donor: Path, exclude: Iterable[str] = ("attn_edu",)) -> Path:
