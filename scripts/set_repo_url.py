@@ -18,6 +18,11 @@ Usage::
 
 Only the ``OWNER/REPO`` part (and the branch in Colab links) is rewritten; paths after it
 (``/issues``, ``/blob/main/notebooks/...``) are kept.
+
+For testing an install from a local clone, ``repository.url`` may also be a ``file://``
+URL (``file:///path/to/clone``): then only the install cells (``git+file:///...``) and
+the README's ``git+`` line are rewritten; Colab links and ``[project.urls]`` need a GitHub
+repository and are left as they are (tests/test_colab_first_cell.py does this on a copy).
 """
 
 from __future__ import annotations
@@ -30,8 +35,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 _SLUG = r"[A-Za-z0-9_.-]+"
-# git+https://github.com/OWNER/REPO   (optionally .git, optionally @ref after it)
-GIT_RE = re.compile(rf"git\+https://github\.com/{_SLUG}/{_SLUG}?(?=\.git|@|[\"'\s#\\]|$)")
+# git+https://github.com/OWNER/REPO (optionally .git, optionally @ref after it), or git+file:///PATH
+GIT_RE = re.compile(
+    rf"git\+(?:https://github\.com/{_SLUG}/{_SLUG}?|file://[^\s\"'#@\\]+?)(?=\.git|@|[\"'\s#\\]|$)"
+)
+#: a local clone, for testing the install cell (see the module docstring)
+FILE_RE = re.compile(r"file:///[^\s\"'#@\\]+")
 # https://colab.research.google.com/github/OWNER/REPO/blob/BRANCH/
 COLAB_RE = re.compile(
     rf"(https://colab\.research\.google\.com/github/){_SLUG}/{_SLUG}(/blob/)[^/\s\"')]+/"
@@ -56,10 +65,10 @@ def read_config(root: Path = ROOT) -> tuple[str, str]:
         raise SystemExit("set_repo_url.py: _config.yml has no repository.url")
     url = str(url).strip().strip("\"'").rstrip("/")
     url = url[:-4] if url.endswith(".git") else url
-    if not re.fullmatch(rf"https://github\.com/{_SLUG}/{_SLUG}", url):
+    if not (re.fullmatch(rf"https://github\.com/{_SLUG}/{_SLUG}", url) or FILE_RE.fullmatch(url)):
         raise SystemExit(
             f"set_repo_url.py: repository.url must look like https://github.com/OWNER/REPO "
-            f"(Colab opens notebooks from GitHub), got {url!r}"
+            f"(Colab opens notebooks from GitHub), or file:///PATH for a local clone; got {url!r}"
         )
     return url, str(branch).strip().strip("\"'")
 
@@ -69,7 +78,9 @@ def _owner_repo(url: str) -> str:
 
 
 def rewrite_notebook(text: str, url: str, branch: str) -> str:
-    text = GIT_RE.sub(f"git+{url}", text)
+    text = GIT_RE.sub(lambda m: f"git+{url}", text)
+    if url.startswith("file://"):  # Colab cannot open a local clone: links stay
+        return text
     return COLAB_RE.sub(lambda m: f"{m.group(1)}{_owner_repo(url)}{m.group(2)}{branch}/", text)
 
 
@@ -78,7 +89,9 @@ def rewrite_readme(text: str, url: str, branch: str) -> str:
 
 
 def rewrite_pyproject(text: str, url: str, branch: str) -> str:
-    """Rewrite GitHub URLs inside the [project.urls] table only."""
+    """Rewrite GitHub URLs inside the [project.urls] table only (not for a local clone)."""
+    if url.startswith("file://"):
+        return text
     out, in_urls = [], False
     for line in text.splitlines(keepends=True):
         stripped = line.strip()

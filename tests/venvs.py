@@ -45,9 +45,9 @@ def site_packages(python: Path) -> Path:
     return Path(out.stdout.strip())
 
 
-def make_venv(path: Path, requirements: Sequence[str] = ()) -> Path:
-    """A new venv at ``path`` (with pip) holding ``requirements``; returns its python."""
-    venv.EnvBuilder(with_pip=True, clear=True).create(str(path))
+def make_venv(path: Path, requirements: Sequence[str] = (), with_pip: bool = True) -> Path:
+    """A new venv at ``path`` holding ``requirements``; returns its python."""
+    venv.EnvBuilder(with_pip=with_pip, clear=True).create(str(path))
     python = venv_python(path)
     if requirements:
         run_pip(python, "install", *requirements)
@@ -90,14 +90,15 @@ def overlay_site_packages(python: Path, donor: Path, exclude: Iterable[str] = ("
     """Make the venv of ``python`` see the packages of the ``donor`` site-packages folder.
 
     A folder of symlinks to every package (and its ``.dist-info``) of ``donor`` except
-    ``exclude``, pip, setuptools and ``.pth`` hooks, put on ``sys.path`` after the venv's
-    own site-packages by a ``.pth`` file: imports and pip both see them as installed,
-    nothing is copied or reinstalled, and an editable attn_edu in ``donor`` stays out.
+    ``exclude`` (and the setuptools hooks and ``.pth`` files), put on ``sys.path`` after
+    the venv's own site-packages by a ``.pth`` file: imports and pip both see them as
+    installed, nothing is copied or reinstalled, and an editable attn_edu in ``donor``
+    stays out. A venv made without pip gets the donor's (current) pip this way.
     """
     target = site_packages(python)
     overlay = target.parent / "attn-edu-overlay"
     overlay.mkdir(exist_ok=True)
-    skip = tuple(e.lower() for e in (*exclude, "pip", "setuptools", "_distutils_hack", "__editable__"))
+    skip = tuple(e.lower() for e in (*exclude, "_distutils_hack", "__editable__", "distutils-precedence"))
     for entry in Path(donor).iterdir():
         low = entry.name.lower().replace("-", "_")
         if entry.suffix == ".pth" or low.startswith(skip) or entry.name == "__pycache__":
