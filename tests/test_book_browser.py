@@ -176,6 +176,23 @@ def browser():
             b.close()
 
 
+def offline_context(browser, problems: list, **kwargs):
+    """A browser context in which every request that leaves 127.0.0.1 is aborted and
+    reported in ``problems`` (also used by tests/test_live_explorers.py)."""
+    context = browser.new_context(**kwargs)
+
+    def route(r):
+        parts = urlsplit(r.request.url)
+        if parts.scheme in ("http", "https", "ws", "wss") and parts.hostname not in ALLOWED_HOSTS:
+            problems.append(f"external request (blocked): {r.request.url}")
+            r.abort()
+        else:
+            r.continue_()
+
+    context.route("**/*", route)
+    return context
+
+
 # --------------------------------------------------------------------------- page checks
 _WAIT_RENDERED_JS = """
 () => {
@@ -238,17 +255,7 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
     url = f"{server}/{_page_file(name)}"
 
     problems: list[str] = []
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-
-    def route(r):
-        parts = urlsplit(r.request.url)
-        if parts.scheme in ("http", "https", "ws", "wss") and parts.hostname not in ALLOWED_HOSTS:
-            problems.append(f"external request (blocked): {r.request.url}")
-            r.abort()
-        else:
-            r.continue_()
-
-    context.route("**/*", route)
+    context = offline_context(browser, problems, viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     page.on("pageerror", lambda e: problems.append(f"JS exception: {e}"))
