@@ -116,8 +116,7 @@ def _outputs_of(result: Any) -> tuple:
     from IPython import get_ipython
     from IPython.core.formatters import DisplayFormatter
 
-    shell = get_ipython()
-    formatter = shell.display_formatter if shell is not None else DisplayFormatter()
+    formatter = getattr(get_ipython(), "display_formatter", None) or DisplayFormatter()
     data, metadata = formatter.format(result)
     return ({"output_type": "display_data", "data": data, "metadata": metadata},)
 
@@ -129,13 +128,27 @@ def _error_outputs(exc: BaseException) -> tuple:
 
 
 def _running_loop():
-    """The event loop running in this thread (the kernel's), or None (plain Python)."""
-    import asyncio
+    """The running event loop of the Jupyter kernel this code runs in, or None.
 
+    Only the kernel's own loop: another library's loop (e.g. Playwright's, which stays
+    "running" in the main thread) would never run a scheduled recompute. None in plain
+    Python, a terminal IPython, or a kernel whose loop cannot be found: then every
+    change recomputes at once.
+    """
+    import asyncio
+    import sys
+
+    if "IPython" not in sys.modules:
+        return None
+    from IPython import get_ipython
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    loop = getattr(getattr(kernel, "io_loop", None), "asyncio_loop", None)
     try:
-        return asyncio.get_running_loop()
+        running = asyncio.get_running_loop()
     except RuntimeError:
         return None
+    return running if running is loop else None
 
 
 # --------------------------------------------------------------------------- the explorer

@@ -109,7 +109,40 @@ def test_an_exception_in_compute_shows_its_traceback():
     assert widgets.BUSY_CLASS not in box._dom_classes
 
 
-def test_slow_recomputes_coalesce_and_show_that_they_are_working():
+class _Kernel:
+    """What the explorer looks for in a Jupyter kernel: its shell's kernel's io_loop."""
+
+    def __init__(self, loop):
+        self.kernel = type("K", (), {"io_loop": type("L", (), {"asyncio_loop": loop})()})()
+
+
+@pytest.fixture
+def in_kernel(monkeypatch):
+    """Run a coroutine as if in a kernel whose event loop is the running one."""
+    import IPython
+
+    def run(coro_fn):
+        async def main():
+            monkeypatch.setattr(IPython, "get_ipython", lambda: _Kernel(asyncio.get_running_loop()))
+            return await coro_fn()
+        return asyncio.run(main())
+    return run
+
+
+def test_another_librarys_running_loop_is_not_used(monkeypatch):
+    """Outside a kernel (e.g. under Playwright's loop) a change recomputes at once."""
+    calls = []
+
+    async def scenario():
+        x = ipywidgets.IntSlider(value=0, min=0, max=9)
+        widgets.live_explorer(lambda x: calls.append(x), x=x)
+        x.value = 4
+        assert calls == [0, 4]
+
+    asyncio.run(scenario())
+
+
+def test_slow_recomputes_coalesce_and_show_that_they_are_working(in_kernel):
     """In a kernel's running loop, changes made while a slow recompute runs are merged:
     only the latest values are computed, and the box is marked busy meanwhile."""
     calls = []
@@ -137,13 +170,13 @@ def test_slow_recomputes_coalesce_and_show_that_they_are_working():
                 break
         return box
 
-    box = asyncio.run(scenario())
+    box = in_kernel(scenario)
     assert calls == [0, 1, 3], "the stale value 2 was computed, or the latest one was not"
     assert box.children[-1].outputs[0]["data"]["text/plain"] == "'x = 3'"
     assert box.children[-2].value == '<span data-renders="3"></span>'
 
 
-def test_fast_recomputes_run_without_a_pause():
+def test_fast_recomputes_run_without_a_pause(in_kernel):
     calls = []
 
     async def scenario():
@@ -155,7 +188,7 @@ def test_fast_recomputes_run_without_a_pause():
             await asyncio.sleep(0.001)
         return time.perf_counter() - start
 
-    assert asyncio.run(scenario()) < widgets.DEBOUNCE_S
+    assert in_kernel(scenario) < widgets.DEBOUNCE_S
 
 
 def test_live_explorer_rejects_bad_active_when():
