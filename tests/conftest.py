@@ -18,7 +18,12 @@
   (the test environment's NumPy version, and setuptools to build attn_edu) and this
   working tree's attn_edu installed into it (``pip install --no-deps .``, not editable) --
   a reader's plain ``pip install attn_edu``. The venv is cached between runs
-  (tests/venvs.py); attn_edu is reinstalled once per test session.
+  (tests/venvs.py); attn_edu is reinstalled once per test session. ``browser``: one
+  headless Chromium (Debian's, ``ATTN_EDU_CHROMIUM``) for the whole session, with the
+  network flags of :data:`LAUNCH_ARGS`; one instance, because Playwright's sync API cannot
+  run twice at once. :func:`offline_context` opens a context in it that aborts (and
+  reports) every request leaving 127.0.0.1. ``ATTN_EDU_SKIP_BROWSER=1`` skips instead of
+  failing when Chromium or Playwright is missing.
 
 Collection needs NumPy, pytest and hypothesis only: modules that need torch, triton,
 matplotlib or plotly skip themselves (``pytest.importorskip``) where they are missing.
@@ -30,6 +35,7 @@ import os
 import re
 from pathlib import Path
 from typing import Optional, Sequence
+from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
@@ -86,6 +92,66 @@ def api_page_members() -> dict:
         members = re.search(r":members: (.*)", m.group(2))
         out[m.group(1)] = [] if members is None else [x.strip() for x in members.group(1).split(",")]
     return out
+
+
+# ------------------------------------------------------------------ fixtures
+CHROMIUM = os.environ.get("ATTN_EDU_CHROMIUM", "/usr/bin/chromium")
+SKIP_BROWSER = os.environ.get("ATTN_EDU_SKIP_BROWSER") == "1"
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ALLOWED_HOSTS = {"127.0.0.1"}
+
+
+@pytest.fixture(scope="session")
+def browser():
+    missing = None
+    if not Path(CHROMIUM).exists():
+        missing = (
+            f"Chromium not found at {CHROMIUM}. Install it (Debian: `apt-get install -y "
+            "chromium`) or set ATTN_EDU_CHROMIUM; set ATTN_EDU_SKIP_BROWSER=1 to skip."
+        )
+    else:
+        try:
+            from playwright.sync_api import sync_playwright  # noqa: F401
+        except ImportError:
+            missing = "playwright is not installed (pip install -r requirements.txt)"
+    if missing:
+        if SKIP_BROWSER:
+            pytest.skip(missing)
+        pytest.fail(missing)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def offline_context(browser, problems: list, **kwargs):
+    """A browser context in which every request that leaves 127.0.0.1 is aborted and
+    reported in ``problems`` (the static book's test and the live-explorer test)."""
+    context = browser.new_context(**kwargs)
+
+    def route(r):
+        parts = urlsplit(r.request.url)
+        if parts.scheme in ("http", "https", "ws", "wss") and parts.hostname not in ALLOWED_HOSTS:
+            problems.append(f"external request (blocked): {r.request.url}")
+            r.abort()
+        else:
+            r.continue_()
+
+    context.route("**/*", route)
+    return context
 
 
 @pytest.fixture(scope="session")

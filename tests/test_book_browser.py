@@ -42,6 +42,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from conftest import offline_context  # the session's Chromium is conftest's `browser` fixture
 
 pytestmark = pytest.mark.browser
 yaml = pytest.importorskip("yaml")  # the book's build tools; collection needs NumPy only
@@ -50,19 +51,6 @@ REPO = Path(__file__).resolve().parents[1]
 ROOT = Path(os.environ.get("ATTN_EDU_BOOK_ROOT", REPO)).resolve()
 HTML = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "screenshots"
-CHROMIUM = os.environ.get("ATTN_EDU_CHROMIUM", "/usr/bin/chromium")
-SKIP_BROWSER = os.environ.get("ATTN_EDU_SKIP_BROWSER") == "1"
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ALLOWED_HOSTS = {"127.0.0.1"}
 TIMEOUT_MS = 60_000
 
 
@@ -147,50 +135,6 @@ def server(built_book: Path):
     finally:
         httpd.shutdown()
         httpd.server_close()
-
-
-@pytest.fixture(scope="session")
-def browser():
-    missing = None
-    if not Path(CHROMIUM).exists():
-        missing = (
-            f"Chromium not found at {CHROMIUM}. Install it (Debian: `apt-get install -y "
-            "chromium`) or set ATTN_EDU_CHROMIUM; set ATTN_EDU_SKIP_BROWSER=1 to skip."
-        )
-    else:
-        try:
-            from playwright.sync_api import sync_playwright  # noqa: F401
-        except ImportError:
-            missing = "playwright is not installed (pip install -r requirements.txt)"
-    if missing:
-        if SKIP_BROWSER:
-            pytest.skip(missing)
-        pytest.fail(missing)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-def offline_context(browser, problems: list, **kwargs):
-    """A browser context in which every request that leaves 127.0.0.1 is aborted and
-    reported in ``problems`` (also used by tests/test_live_explorers.py)."""
-    context = browser.new_context(**kwargs)
-
-    def route(r):
-        parts = urlsplit(r.request.url)
-        if parts.scheme in ("http", "https", "ws", "wss") and parts.hostname not in ALLOWED_HOSTS:
-            problems.append(f"external request (blocked): {r.request.url}")
-            r.abort()
-        else:
-            r.continue_()
-
-    context.route("**/*", route)
-    return context
 
 
 # --------------------------------------------------------------------------- page checks

@@ -55,7 +55,7 @@ from pathlib import Path
 
 import pytest
 
-from test_book_browser import browser, offline_context  # noqa: F401  (Chromium, offline)
+from conftest import offline_context
 from venvs import REPO, cached_venv, jupyter_dirs, write_kernelspec
 
 pytestmark = pytest.mark.browser
@@ -418,7 +418,7 @@ def _drive_explorer(page, e: int, problems: list, where: str) -> None:
 
 # --------------------------------------------------------------------------- the test
 @pytest.mark.parametrize("setup, path", _selected())
-def test_live_explorers_respond_in_jupyterlab(setup, path, lab, browser, tmp_path):  # noqa: F811
+def test_live_explorers_respond_in_jupyterlab(setup, path, lab, browser, tmp_path):
     start = time.perf_counter()
     server = lab(setup)
     nb = trimmed_copy(path, server.root)

@@ -1,6 +1,7 @@
 """attn_edu.widgets: controls that cannot matter are disabled, slow recomputes coalesce and
 show that they are working, and check_controls_matter finds a control that does nothing."""
 import asyncio
+import threading
 import time
 
 import pytest
@@ -116,6 +117,25 @@ class _Kernel:
         self.kernel = type("K", (), {"io_loop": type("L", (), {"asyncio_loop": loop})()})()
 
 
+def _run_in_own_thread(coro_fn):
+    """asyncio.run(coro_fn()) in a thread of its own: this thread may already "run" a
+    loop (Playwright's sync API keeps one running during the browser tests)."""
+    result, errors = [], []
+
+    def target():
+        try:
+            result.append(asyncio.run(coro_fn()))
+        except BaseException as exc:  # noqa: BLE001  (re-raised below)
+            errors.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(60)
+    if errors:
+        raise errors[0]
+    return result[0]
+
+
 @pytest.fixture
 def in_kernel(monkeypatch):
     """Run a coroutine as if in a kernel whose event loop is the running one."""
@@ -125,11 +145,11 @@ def in_kernel(monkeypatch):
         async def main():
             monkeypatch.setattr(IPython, "get_ipython", lambda: _Kernel(asyncio.get_running_loop()))
             return await coro_fn()
-        return asyncio.run(main())
+        return _run_in_own_thread(main)
     return run
 
 
-def test_another_librarys_running_loop_is_not_used(monkeypatch):
+def test_another_librarys_running_loop_is_not_used():
     """Outside a kernel (e.g. under Playwright's loop) a change recomputes at once."""
     calls = []
 
@@ -139,7 +159,7 @@ def test_another_librarys_running_loop_is_not_used(monkeypatch):
         x.value = 4
         assert calls == [0, 4]
 
-    asyncio.run(scenario())
+    _run_in_own_thread(scenario)
 
 
 def test_slow_recomputes_coalesce_and_show_that_they_are_working(in_kernel):
