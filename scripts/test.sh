@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs every test on a fresh Debian + Python 3.11 machine, no GPU needed:
-#   bash scripts/test.sh            # everything (about 5 minutes on 2 cores once .venv exists)
+#   bash scripts/test.sh            # everything (about 13 minutes on 2 cores once .venv exists)
 #   bash scripts/test.sh -m "not slow and not notebooks and not browser"   # the fast loop
 # Installs what is missing first: .venv (requirements.txt + attn_edu) and, for the browser
 # test, Debian's chromium (with apt-get when run as root). The browser test builds the book
-# itself and opens every page in headless Chromium with the network cut off.
+# itself and opens every page in headless Chromium with the network cut off; the live-
+# explorer test drives a representative set of chapters in JupyterLab (all of them with
+# ATTN_EDU_LIVE_CHAPTERS=all).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup-env.sh
