@@ -374,3 +374,13 @@ def test_api_page_documents_every_public_name(built_book: Path) -> None:
     missing = [f"{module}.{name}" for module, names in api_page_members().items() for name in names
                if f'id="{module}.{name}"' not in html]
     assert not missing, missing
+
+
+def test_pages_do_not_inline_plotly_js(built_book: Path) -> None:
+    """The book serves plotly.js once from _static; the chapters' first cell must not
+    embed its 4.8 MB loader (attn_edu.notebook.plotly_js_loader) during the build."""
+    from attn_edu.notebook import LOADER_ID
+
+    inlined = [p.relative_to(built_book).as_posix() for p in built_book.rglob("*.html")
+               if LOADER_ID in p.read_text(encoding="utf-8")]
+    assert not inlined, f"plotly.js inlined into {inlined}"
