@@ -48,8 +48,6 @@ __all__ = [
     "live_explorer",
     "check_controls_matter",
     "explorers",
-    "DEBOUNCE_S",
-    "DEBOUNCE_AFTER_S",
 ]
 
 #: a recompute slower than this (seconds) is followed by a debounce pause

@@ -15,7 +15,8 @@
   Chromium). The fast loop is ``pytest -m "not slow and not notebooks and not browser"``.
 
 * **Fixtures.** ``numpy_only_venv``: the python of a virtual environment with NumPy only
-  (the test environment's NumPy version, and setuptools to build attn_edu) and this
+  (the test environment's NumPy version, setuptools to build attn_edu, pytest and
+  hypothesis) and this
   working tree's attn_edu installed into it (``pip install --no-deps .``, not editable) --
   a reader's plain ``pip install attn_edu``. The venv is cached between runs
   (tests/venvs.py); attn_edu is reinstalled once per test session. ``browser``: one
@@ -158,7 +159,12 @@ def offline_context(browser, problems: list, **kwargs):
 def numpy_only_venv():
     import numpy as np
 
-    # setuptools >= 70.1 builds wheels itself: attn_edu installs without a download
-    python = venvs.cached_venv("numpy-only", [f"numpy=={np.__version__}", "setuptools>=70.1"])
+    import hypothesis
+
+    # setuptools >= 70.1 builds wheels itself: attn_edu installs without a download;
+    # pytest and hypothesis let the fast test loop run there too
+    python = venvs.cached_venv("numpy-only", [f"numpy=={np.__version__}", "setuptools>=70.1",
+                                              f"pytest=={pytest.__version__}",
+                                              f"hypothesis=={hypothesis.__version__}"])
     venvs.install_attn_edu(python)
     return python

@@ -1,7 +1,7 @@
 """Bad input gets a clear ValueError/TypeError naming the argument and what was seen.
 
 One case per class of mistake in the design rules (the NumPy side; the PyTorch
-twin has the same checks and its own test of devices in tests/test_torch_ops.py).
+twin has the same checks and its own test of devices in tests/test_reference_torch.py).
 """
 import numpy as np
 import pytest

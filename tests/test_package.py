@@ -96,33 +96,25 @@ print("numpy-only ok", attn_edu.__file__)
 
 
 @pytest.mark.slow
-def test_a_numpy_only_install_runs_the_reference_masks_and_flash(tmp_path):
-    """A fresh virtual environment with NumPy (and the test tools pytest and hypothesis)
-    only, `pip install .` of a copy of this checkout: the reference, the masks and NumPy
-    flash run from it, and the fast test loop collects (modules that need torch, triton,
-    matplotlib or plotly skip themselves) and passes. About 30 s with pip's cache warm."""
+def test_a_numpy_only_install_runs_the_reference_masks_and_flash(numpy_only_venv, tmp_path):
+    """A virtual environment with NumPy (and the test tools pytest and hypothesis) only and
+    a plain `pip install` of this checkout (conftest's ``numpy_only_venv``): the reference,
+    the masks and NumPy flash run from it, and the fast test loop collects (modules that
+    need torch, triton, matplotlib or plotly skip themselves) and passes."""
     import shutil
 
-    copy = tmp_path / "checkout"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "_build", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"))
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
-    py = str(venv / "bin" / "python")
-    pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    got = subprocess.run(pip + ["numpy", "pytest", "hypothesis"], capture_output=True, text=True)
-    if got.returncode and ("Could not find a version" in got.stderr or "connection" in got.stderr.lower()):
-        pytest.skip(f"PyPI is not reachable: {got.stderr[-300:]}")
-    assert got.returncode == 0, got.stderr[-2000:]
-    got = subprocess.run(pip + [str(copy)], capture_output=True, text=True)  # `pip install .`
-    assert got.returncode == 0, got.stderr[-2000:]
+    py = str(numpy_only_venv)
+    venv = Path(py).parents[1]
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
     out = subprocess.run([py, "-c", NUMPY_ONLY_SCRIPT], cwd=tmp_path, env=env, capture_output=True,
                          text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"numpy-only ok {venv}" in out.stdout  # the installed package, not the checkout
-    # the fast loop, from the copy, against the installed package: collection works and the
-    # NumPy tests pass; what needs torch, triton, matplotlib or plotly skips itself
+    # the fast loop, from a copy of the tests: collection works and the NumPy tests pass;
+    # what needs torch, triton, matplotlib or plotly skips itself
+    copy = tmp_path / "checkout"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "_build", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"))
     run = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
                           "not slow and not notebooks and not browser"], cwd=copy, env=env,
                          capture_output=True, text=True)

@@ -94,7 +94,7 @@ PROBE = textwrap.dedent(r"""
     for label, call in [("viz.heatmap", lambda: __import__("attn_edu.viz").viz.heatmap(np.eye(2))),
                         ("widgets.live_explorer", lambda: __import__("attn_edu.widgets").widgets.live_explorer(
                             lambda x: x, x=1)),
-                        ("torch_twin", lambda: importlib.import_module("attn_edu.torch_ops"))]:
+                        ("torch_twin", lambda: importlib.import_module("attn_edu.reference_torch"))]:
         try:
             call()
             calls[label] = None
@@ -149,12 +149,12 @@ def test_what_a_reader_calls(report):
     assert "attn_edu.viz needs matplotlib" in calls["viz.heatmap"]
     assert "pip install matplotlib" in calls["viz.heatmap"]
     assert "attn_edu.widgets needs ipywidgets" in calls["widgets.live_explorer"]
-    assert "attn_edu.torch_ops needs torch" in calls["torch_twin"] and "pip install torch" in calls["torch_twin"]
+    assert "attn_edu.reference_torch needs torch" in calls["torch_twin"] and "pip install torch" in calls["torch_twin"]
 
 
 def test_the_probe_sees_every_optional_import():
     """The AST scan finds the imports (so a module the probe passes is really checked)."""
     top, inner = optional_imports("attn_edu.widgets")
     assert not top and any("ipywidgets" in s for s in inner)
-    top, _ = optional_imports("attn_edu.torch_ops")
+    top, _ = optional_imports("attn_edu.reference_torch")
     assert any("torch" in s for s in top)
