@@ -18,8 +18,8 @@ What every live explorer does, so no chapter has to:
   the recomputes, which is what a browser test waits for.
 * **No backlog of stale recomputes.** Sliders update on release
   (``continuous_update=False``). In a kernel, changes are coalesced: a recompute that
-  took more than :data:`DEBOUNCE_AFTER_S` is followed by a short pause
-  (:data:`DEBOUNCE_S`) that lets the changes the reader made meanwhile arrive, and then
+  took more than ``DEBOUNCE_AFTER_S`` (0.2 s) is followed by a short pause
+  (``DEBOUNCE_S``, 0.15 s) that lets the changes the reader made meanwhile arrive, and then
   only the latest values are computed. Outside a running event loop (plain Python,
   tests) every change recomputes at once.
 * **The figure is replaced in one step**: the new output replaces the old one (no blank
