@@ -1,0 +1,40 @@
+r"""Attention at inference time (chapter 13): what a decoder does with its KV cache.
+
+* :mod:`~attn_edu.decoding.roofline` -- prefill vs. decode arithmetic intensity, the
+  roofline, published GPU and model figures (:data:`GPUS`, :data:`MODELS`), KV bytes per
+  token for MHA / GQA / MQA / MLA;
+* :mod:`~attn_edu.decoding.split_kv` -- split-KV decoding (Flash-Decoding):
+  :func:`split_kv_attention` and :func:`merge_partials`, built on chapter 09's merge of
+  softmax statistics (NumPy and torch; the Triton kernel is
+  :mod:`attn_edu.kernels.decode_triton`);
+* :mod:`~attn_edu.decoding.paged` -- :class:`PagedKVCache`, a vLLM-style paged cache with
+  block tables, copy-on-write prefix sharing and page-by-page attention;
+* :mod:`~attn_edu.decoding.latent` -- multi-head latent attention (DeepSeek-V2) and its
+  absorbed projections;
+* :mod:`~attn_edu.decoding.quantize` -- int8/int4/fp8 KV-cache quantization, per channel
+  or per token, and the error it causes;
+* :mod:`~attn_edu.decoding.ring` -- :class:`RingKVCache`, the constant-memory cache of a
+  sliding-window model.
+
+Imports NumPy only (torch where a tensor is passed, and for fp8).
+"""
+from __future__ import annotations
+
+from .latent import absorb_mla_params, init_mla_params, mla_attention, mla_cache_entries
+from .paged import PagedKVCache, PoolExhaustedError
+from .quantize import (FP8_E4M3_MAX, attention_error, dequantize, fake_quantize, quantize,
+                       quantized_bytes_per_token)
+from .ring import RingKVCache
+from .roofline import (GPUS, MODELS, GPUSpec, ModelConfig, arithmetic_intensity, attainable_flops,
+                       attention_flops_bytes, decode_step_time, kv_bytes_per_token, kv_numbers_per_token)
+from .split_kv import chunk_size, merge_partials, split_bounds, split_kv_attention
+
+__all__ = [
+    "split_kv_attention", "merge_partials", "split_bounds", "chunk_size",
+    "PagedKVCache", "PoolExhaustedError", "RingKVCache",
+    "init_mla_params", "mla_cache_entries", "absorb_mla_params", "mla_attention",
+    "quantize", "dequantize", "fake_quantize", "quantized_bytes_per_token", "attention_error",
+    "FP8_E4M3_MAX",
+    "GPUSpec", "GPUS", "ModelConfig", "MODELS", "attention_flops_bytes", "arithmetic_intensity",
+    "attainable_flops", "kv_numbers_per_token", "kv_bytes_per_token", "decode_step_time",
+]
