@@ -6,6 +6,8 @@ needs triton (or torch).
 * :func:`~attn_edu.kernels.block_sparse_triton.block_sparse_attention` (q, k, v, mask, block_q, block_k, ...)
   -> out, forward only (chapter 11); pass a :class:`attn_edu.masks.TilePlan` as the mask to
   reuse its tile lists;
+* :func:`~attn_edu.kernels.decode_triton.split_kv_decode` (q, k, v, num_splits=None, ...) -> out,
+  split-KV (Flash-Decoding) attention of a few queries over a KV cache (chapter 13);
 * :func:`available` -- can the kernels run here (triton installed, and a CUDA GPU or
   ``TRITON_INTERPRET=1`` for the CPU interpreter)?
 
@@ -22,12 +24,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-__all__ = ["triton_attention", "triton_attention_forward", "block_sparse_attention", "available"]
+__all__ = ["triton_attention", "triton_attention_forward", "block_sparse_attention", "split_kv_decode",
+           "available"]
 
 _LAZY = {
     "triton_attention": "flash_triton",
     "triton_attention_forward": "flash_triton",
     "block_sparse_attention": "block_sparse_triton",
+    "split_kv_decode": "decode_triton",
 }
 
 

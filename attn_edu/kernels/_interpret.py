@@ -30,3 +30,25 @@ def library_interpreted() -> bool:
     except ImportError:  # pragma: no cover - triton missing or reorganised
         return False
     return isinstance(tl.sum, InterpretedFunction)
+
+
+def cpu_problem(built_interpreted: bool, device: object) -> "tuple | None":
+    """Why a kernel cannot run on the CPU now: ``(exception class, message)``, or None.
+
+    ``built_interpreted`` says whether the kernel module's ``@triton.jit`` ran with
+    ``TRITON_INTERPRET=1`` set. The two failures: the variable is not set (a kernel needs a
+    CUDA GPU or the interpreter), or it was set after triton had been imported.
+    """
+    if not requested():
+        return ValueError, (
+            "the Triton kernel needs a CUDA GPU, or the CPU with the environment variable "
+            "TRITON_INTERPRET=1 (Triton's interpreter; set it before importing triton); "
+            f"got tensors on {device} and TRITON_INTERPRET unset")
+    if not (built_interpreted and library_interpreted()):
+        return RuntimeError, (
+            "TRITON_INTERPRET=1 was set after triton had been imported: Triton 3.9 builds "
+            "its own library (tl.max, tl.sum, ...) for the GPU at `import triton`, so "
+            "kernels cannot be interpreted in this process. Set TRITON_INTERPRET=1 before "
+            "anything imports triton (first line of the script, or restart the notebook "
+            "kernel).")
+    return None

@@ -1,0 +1,493 @@
+r"""Split-KV decoding in Triton (Flash-Decoding): a few queries against a long KV cache.
+
+At decode time each sequence brings ``L_q = 1`` new query (or a few, e.g. speculative
+tokens) per head, and attends to all ``L_k`` cached keys. Chapter 10's kernel gives one
+program to each block of queries of each (batch, head): with one query that is
+``B * H`` programs, too few to fill a GPU of 100+ SMs when the batch is small, and each
+one streams the whole cache alone. Flash-Decoding {cite}`dao2023flashdecoding` also
+splits the keys into ``num_splits`` chunks:
+
+1. ``_split_kernel``, grid ``(num_splits, B * H_kv, row blocks)``: one program takes one
+   chunk of one sequence's keys for one K/V head, and **all** the query rows that read
+   that head -- the ``g = H_q / H_kv`` query heads of its group times the ``L_q``
+   queries, packed into one block of ``BLOCK_M >= 16`` rows (grouped-query attention
+   reads each K/V tile once for the whole group). It runs chapter 09's online softmax
+   over its chunk in blocks of ``BLOCK_N`` keys and writes a partial output ``o_c``
+   (float32, normalised) and its log-sum-exp ``lse_c``; an empty or fully masked chunk
+   writes ``o_c = 0``, ``lse_c = -inf``.
+2. ``_reduce_kernel``, one program per (batch, query head, query): the merge of
+   chapter 09 across the chunks, :math:`o = \sum_c e^{\operatorname{lse}_c -
+   \operatorname{lse}} o_c` with :math:`\operatorname{lse} = \log\sum_c
+   e^{\operatorname{lse}_c}` -- :func:`attn_edu.decoding.merge_partials` in one kernel.
+
+Chunks start on ``BLOCK_N`` boundaries (:func:`attn_edu.decoding.chunk_size`). Optional
+per-sequence cache lengths ``seqlens`` (B,) let a batch of different lengths share one
+padded cache; splits past a sequence's end are empty. Causal alignment is per sequence:
+bottom-right (the queries are the last ``L_q`` positions of each sequence, what decoding
+needs) or top-left. Batch and head offsets are computed in 64-bit, so caches past
+2^31 elements are addressed correctly.
+
+Launch configurations (``BLOCK_N``, ``num_warps``, ``num_stages``) are listed per GPU
+target in :data:`DECODE_CONFIGS` and chosen by :func:`pick_config`;
+:func:`compile_specs` lists everything there is to compile ahead of time for a target
+(``triton.compile`` with a ``GPUTarget``, no GPU needed). The L_q = 1 benchmark
+against PyTorch's SDPA lives with the other benchmarks (:func:`attn_edu.bench.decode_sweep`).
+
+Runs on a CUDA GPU, or on the CPU under ``TRITON_INTERPRET=1`` (set before triton is
+first imported). Explained in chapter 13.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from .. import _checks
+from ..decoding.split_kv import chunk_size
+from ..torch_ops import _require_tensor
+from . import _interpret, _targets
+
+try:  # guarded: the rest of attn_edu never needs triton
+    import triton
+    import triton.language as tl
+
+    HAS_TRITON = True
+except ImportError:  # pragma: no cover - triton is in requirements.txt
+    triton = None
+    tl = None
+    HAS_TRITON = False
+
+__all__ = ["split_kv_decode", "check_decode_inputs", "DecodeConfig", "DECODE_CONFIGS", "INTERPRET_CONFIG",
+           "pick_config", "choose_num_splits", "block_m_for", "compile_specs", "SUPPORTED_DTYPES",
+           "MAX_HEAD_DIM", "MAX_SPLITS"]
+
+#: dtypes the kernels take (bfloat16 only on compute capability >= 8.0, never interpreted).
+SUPPORTED_DTYPES = ("float16", "bfloat16", "float32")
+#: Largest head dimension (d_k and d_v); smaller ones are padded to a power of two >= 16.
+MAX_HEAD_DIM = 128
+#: Most splits the reduction merges (its block of lse values).
+MAX_SPLITS = 128
+
+_LOG2E = 1.4426950408889634  # the kernels use exp2 and log2: scores scaled by log2(e)
+_LN2 = 0.6931471805599453  # a base-2 lse times ln(2) is the natural one
+
+# The mode the kernels below were built in (read once, when @triton.jit runs).
+_BUILT_INTERPRETED = _interpret.requested()
+
+
+def _jit(fn):
+    """``triton.jit`` when triton is installed; the plain function otherwise."""
+    return triton.jit(fn) if HAS_TRITON else fn
+
+
+# ----------------------------------------------------------------------------
+# Kernels
+# ----------------------------------------------------------------------------
+@_jit
+def _split_kernel(Q, K, V, SeqLens, OPart, LsePart,
+                  stride_qb, stride_qh, stride_qm, stride_qd,
+                  stride_kb, stride_kh, stride_kn, stride_kd,
+                  stride_vb, stride_vh, stride_vn, stride_vd,
+                  HKV, LQ, LK, CHUNK, NUM_SPLITS, qk_scale,
+                  GROUP: tl.constexpr, HEAD_DK: tl.constexpr, HEAD_DV: tl.constexpr,
+                  BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  CAUSAL: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, HAS_SEQLENS: tl.constexpr,
+                  INPUT_PRECISION: tl.constexpr):
+    """One program = one chunk of keys x one (batch, K/V head) x one block of query rows.
+
+    Row r of the block is query ``r % LQ`` of query head ``kv_head * GROUP + r // LQ``.
+    Writes OPart (B, H_q, L_q, NUM_SPLITS, HEAD_DV) and LsePart (B, H_q, L_q, NUM_SPLITS),
+    float32, contiguous; the lse in base 2.
+    """
+    # 1. who am I: a split, a (batch, K/V head), a block of packed query rows
+    split = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    off_b = (pid_bh // HKV).to(tl.int64)  # 64-bit: b * stride_b may pass 2^31
+    off_kvh = (pid_bh % HKV).to(tl.int64)
+    rows = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
+    row_ok = rows < GROUP * LQ
+    head = off_kvh * GROUP + rows // LQ  # (BLOCK_M,) query head of each row
+    qi = rows % LQ  # (BLOCK_M,) query index of each row
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_dk = tl.arange(0, BLOCK_DK)
+    offs_dv = tl.arange(0, BLOCK_DV)
+
+    # 2. this sequence's length, this split's keys [lo, hi), and the causal offset
+    if HAS_SEQLENS:
+        lk = tl.load(SeqLens + off_b)
+    else:
+        lk = LK
+    lo = split * CHUNK
+    hi = tl.minimum(lo + CHUNK, lk)
+    offset = 0
+    if CAUSAL:
+        if BOTTOM_RIGHT:
+            offset = lk - LQ  # query i is position i + lk - LQ of its sequence
+        hi = tl.minimum(hi, LQ + offset)  # keys the last query cannot see: never loaded
+
+    # 3. the queries stay in registers; running statistics in float32
+    q = tl.load(Q + off_b * stride_qb + head[:, None] * stride_qh
+                + qi[:, None] * stride_qm + offs_dk[None, :] * stride_qd,
+                mask=row_ok[:, None] & (offs_dk[None, :] < HEAD_DK), other=0.0)  # (BLOCK_M, BLOCK_DK)
+    k_base = K + off_b * stride_kb + off_kvh * stride_kh
+    v_base = V + off_b * stride_vb + off_kvh * stride_vh
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
+
+    # 4. the online softmax over this chunk, BLOCK_N keys at a time
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n  # (BLOCK_N,)
+        col_ok = cols < hi
+        kT = tl.load(k_base + cols[None, :] * stride_kn + offs_dk[:, None] * stride_kd,
+                     mask=col_ok[None, :] & (offs_dk[:, None] < HEAD_DK), other=0.0)  # (BLOCK_DK, BLOCK_N)
+        s = tl.dot(q, kT, input_precision=INPUT_PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N), base 2
+        allowed = col_ok[None, :]
+        if CAUSAL:
+            allowed = allowed & (cols[None, :] <= qi[:, None] + offset)
+        s = tl.where(allowed, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # no key yet: no -inf - -inf
+        p = tl.math.exp2(s - m_safe[:, None])
+        alpha = tl.math.exp2(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(v_base + cols[:, None] * stride_vn + offs_dv[None, :] * stride_vd,
+                    mask=col_ok[:, None] & (offs_dv[None, :] < HEAD_DV), other=0.0)  # (BLOCK_N, BLOCK_DV)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=INPUT_PRECISION)
+        m_i = m_new
+
+    # 5. this split's partial: normalised output and base-2 lse (0 and -inf when empty)
+    empty = l_i == 0.0
+    l_safe = tl.where(empty, 1.0, l_i)
+    o = acc / l_safe[:, None]
+    lse = tl.where(empty, float("-inf"), m_i + tl.math.log2(l_safe))
+    part = ((off_b * (HKV * GROUP) + head) * LQ + qi) * NUM_SPLITS + split  # (BLOCK_M,) int64
+    tl.store(OPart + part[:, None] * HEAD_DV + offs_dv[None, :], o,
+             mask=row_ok[:, None] & (offs_dv[None, :] < HEAD_DV))
+    tl.store(LsePart + part, lse, mask=row_ok)
+
+
+@_jit
+def _reduce_kernel(OPart, LsePart, Out, Lse,
+                   stride_ob, stride_oh, stride_om, stride_od,
+                   HQ, LQ, NUM_SPLITS,
+                   HEAD_DV: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr):
+    """One program = one query row (b, h, i): merge its NUM_SPLITS partials.
+
+    Out (B, H_q, L_q, HEAD_DV) in the input dtype; Lse (B * H_q * L_q,) float32, base 2.
+    """
+    row = tl.program_id(0).to(tl.int64)
+    off_b = row // (HQ * LQ)
+    off_h = (row // LQ) % HQ
+    qi = row % LQ
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    s_ok = offs_s < NUM_SPLITS
+    lse = tl.load(LsePart + row * NUM_SPLITS + offs_s, mask=s_ok, other=float("-inf"))  # (BLOCK_S,)
+    m = tl.max(lse, 0)
+    m_safe = tl.where(m == float("-inf"), 0.0, m)
+    w = tl.math.exp2(lse - m_safe)  # (BLOCK_S,): e^(lse_c - max), 0 for an empty split
+    total = tl.sum(w, 0)
+    o = tl.load(OPart + (row * NUM_SPLITS + offs_s)[:, None] * HEAD_DV + offs_dv[None, :],
+                mask=s_ok[:, None] & (offs_dv[None, :] < HEAD_DV), other=0.0)  # (BLOCK_S, BLOCK_DV)
+    t_safe = tl.where(total == 0.0, 1.0, total)
+    out = tl.sum(w[:, None] * o, 0) / t_safe  # (BLOCK_DV,); a row no split covers: 0
+    tl.store(Out + off_b * stride_ob + off_h * stride_oh + qi * stride_om + offs_dv * stride_od,
+             out.to(Out.dtype.element_ty), mask=offs_dv < HEAD_DV)
+    tl.store(Lse + row, tl.where(total == 0.0, float("-inf"), m_safe + tl.math.log2(t_safe)))
+
+
+# ----------------------------------------------------------------------------
+# Launch configurations: enumerable per target
+# ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DecodeConfig:
+    """How the split kernel is launched: keys per step, warps, software-pipeline stages."""
+
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+
+#: Split-kernel configurations per target (compute capability major*10+minor of the
+#: families in :data:`attn_edu.kernels._targets.TARGETS`): ``[for head dims > 64, for <= 64]``.
+#: :func:`pick_config` chooses one and :func:`compile_specs` compiles it ahead of time.
+#: sm_80/sm_90a: tensor cores (``mma.sync``) and a 3-stage ``cp.async`` pipeline in 70 KiB
+#: of shared memory (it also fits the 99 KiB of sm_86/sm_89 GPUs). sm_75 (a T4): Triton
+#: 3.9 emits FMA code there, which holds the products in registers, so the key blocks are
+#: small and there is no pipeline; every entry compiles with no register spills.
+DECODE_CONFIGS: Dict[int, List[DecodeConfig]] = {
+    75: [DecodeConfig(32, 8, 1), DecodeConfig(32, 4, 1)],
+    80: [DecodeConfig(64, 4, 3), DecodeConfig(128, 4, 3)],
+    90: [DecodeConfig(64, 4, 3), DecodeConfig(128, 4, 3)],
+}
+#: Under TRITON_INTERPRET=1 each block is a NumPy call: small blocks, so that tests with
+#: short caches still cross several blocks, chunks and a ragged last block.
+INTERPRET_CONFIG = DecodeConfig(16, 1, 1)
+#: Warps of the reduction (one row, NUM_SPLITS x d_v numbers).
+REDUCE_NUM_WARPS = 4
+
+
+def _family(capability: Union[int, Tuple[int, int]]) -> int:
+    """The :data:`DECODE_CONFIGS` key for a compute capability: 90 for 9.0 and newer, 80 for
+    8.x (A100, A10, L4, RTX 30xx/40xx), 75 below."""
+    cc = capability[0] * 10 + capability[1] if isinstance(capability, tuple) else int(capability)
+    return 90 if cc >= 90 else 80 if cc >= 80 else 75
+
+
+def pick_config(capability: Union[int, Tuple[int, int], None], head_dim: int) -> DecodeConfig:
+    """The launch configuration for a GPU of ``capability`` (None: the interpreter) and a
+    (padded) head dimension: :data:`DECODE_CONFIGS`' first entry above 64, second otherwise."""
+    if capability is None:
+        return INTERPRET_CONFIG
+    configs = DECODE_CONFIGS[_family(capability)]
+    return configs[0] if _padded(head_dim) > 64 else configs[-1]
+
+
+def block_m_for(group: int, lq: int) -> int:
+    """Rows per program: the ``group * lq`` packed query rows, rounded up to a power of two,
+    at least 16 (``tl.dot``'s smallest tile) and at most 64 (more rows: more programs)."""
+    rows = _checks.check_length("group", group, minimum=1) * _checks.check_length("lq", lq, minimum=1)
+    return max(16, min(64, 1 << (rows - 1).bit_length()))
+
+
+def choose_num_splits(programs: int, lk: int, block_n: int, num_sms: int, max_splits: int = MAX_SPLITS) -> int:
+    """How many ways to split the keys so that one wave of programs fills the GPU.
+
+    ``programs`` is what the grid has without splitting (``B * H_kv * row blocks``). With at
+    least ``num_sms`` of them, 1 (no split, no reduction). Otherwise the smallest count that
+    gives every SM a program, ``ceil(num_sms / programs)``, but no more splits than
+    ``BLOCK_N`` blocks of keys (each split gets at least one) nor than ``max_splits``.
+    """
+    programs = _checks.check_length("programs", programs, minimum=1)
+    lk = _checks.check_length("lk", lk)
+    block_n = _checks.check_length("block_n", block_n, minimum=1)
+    num_sms = _checks.check_length("num_sms", num_sms, minimum=1)
+    if programs >= num_sms:
+        return 1
+    blocks = max(1, -(-lk // block_n))
+    return max(1, min(-(-num_sms // programs), blocks, max_splits))
+
+
+def _padded(d: int) -> int:
+    """The power of two >= max(d, 16) the kernel computes with (tl.dot needs >= 16)."""
+    return max(16, 1 << (int(d) - 1).bit_length())
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+# ----------------------------------------------------------------------------
+# Input checks
+# ----------------------------------------------------------------------------
+def check_decode_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
+                        scale: Optional[float] = None, seqlens: Optional[Tensor] = None,
+                        enable_gqa: bool = False) -> Tuple[Optional[str], float, int]:
+    """Validate the kernel's inputs; return (causal alignment or None, scale, group size).
+
+    Shared checks come from ``attn_edu._checks`` (the reference's words); then the
+    kernel's limits: 4-D (B, H, L, D) tensors with the same B, H_q a multiple of H_kv
+    (with ``enable_gqa=True``), dtype in :data:`SUPPORTED_DTYPES` (bfloat16 only on compute
+    capability >= 8.0, never interpreted), ``1 <= d_k, d_v <= 128``, ``seqlens`` an integer
+    tensor (B,) on the same device with values in ``0 .. L_k``, and a CUDA device (or the
+    CPU with ``TRITON_INTERPRET=1``).
+    """
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _require_tensor(name, x)
+    dt = _checks.check_float_dtypes(q=_checks.dtype_name(q), k=_checks.dtype_name(k), v=_checks.dtype_name(v))
+    if dt not in SUPPORTED_DTYPES:
+        raise TypeError(f"the Triton decode kernel supports dtypes {', '.join(SUPPORTED_DTYPES)}; got q, k, "
+                        f"v of dtype {dt}. Use attn_edu.decoding.split_kv_attention for {dt}.")
+    _checks.same_devices(q=q.device, k=k.device, v=v.device)
+    _, group = _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if x.dim() != 4:
+            raise ValueError(f"the Triton decode kernel takes 4-D tensors (B, H, L, D); got {name} of shape "
+                             f"{tuple(x.shape)}")
+    if q.shape[0] != k.shape[0]:
+        raise ValueError(f"the Triton decode kernel needs q and k with the same batch size (no "
+                         f"broadcasting); got q {tuple(q.shape)} and k {tuple(k.shape)}")
+    for name, d in (("d_k (last axis of q and k)", q.shape[-1]), ("d_v (last axis of v)", v.shape[-1])):
+        if not 1 <= d <= MAX_HEAD_DIM:
+            raise ValueError(f"the Triton decode kernel supports head dimensions from 1 to {MAX_HEAD_DIM}; "
+                             f"got {name} = {d}. Use attn_edu.decoding.split_kv_attention for larger heads.")
+    if seqlens is not None:
+        _require_tensor("seqlens", seqlens)
+        if seqlens.dtype.is_floating_point or seqlens.dtype == torch.bool or seqlens.is_complex():
+            raise TypeError(f"seqlens must be an integer tensor (B,); got dtype {_checks.dtype_name(seqlens)}")
+        if tuple(seqlens.shape) != (q.shape[0],):
+            raise ValueError(f"seqlens must have shape (B,) = ({q.shape[0]},); got {tuple(seqlens.shape)}")
+        _checks.same_devices(q=q.device, seqlens=seqlens.device)
+        if seqlens.numel() and (int(seqlens.min()) < 0 or int(seqlens.max()) > k.shape[2]):
+            raise ValueError(f"seqlens must lie in 0 .. L_k = {k.shape[2]} (keys past a sequence's "
+                             f"length are ignored); got {seqlens.tolist()}")
+    if q.device.type == "cuda":
+        problem = _targets.cuda_dtype_problem(dt, torch.cuda.get_device_capability(q.device))
+        if problem:
+            raise TypeError(problem)
+    elif q.device.type == "cpu":
+        failure = _interpret.cpu_problem(_BUILT_INTERPRETED, q.device)
+        if failure:
+            raise failure[0](failure[1])
+        problem = _targets.interpreter_dtype_problem(dt)
+        if problem:
+            raise TypeError(problem)
+    else:
+        raise ValueError(f"the Triton decode kernel runs on CUDA (or the CPU with TRITON_INTERPRET=1); "
+                         f"got tensors on {q.device}")
+    if not HAS_TRITON:  # pragma: no cover
+        raise ImportError("the Triton decode kernel needs the triton package: pip install triton")
+    return _checks.check_causal(causal), _checks.check_scale(scale, q.shape[-1]), group
+
+
+# ----------------------------------------------------------------------------
+# Launcher and public function
+# ----------------------------------------------------------------------------
+def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] = None,
+                    causal: Union[bool, str] = False, scale: Optional[float] = None,
+                    seqlens: Optional[Tensor] = None, enable_gqa: bool = False,
+                    return_lse: bool = False):
+    r"""Split-KV attention of a few queries over a KV cache: ``softmax(q k^T * scale) v``.
+
+    Args:
+        q: (B, H_q, L_q, d_k), the newest ``L_q`` positions (``L_q = 1`` when decoding);
+            k: (B, H_kv, L_k, d_k); v: (B, H_kv, L_k, d_v). float16, bfloat16 or float32;
+            ``1 <= d_k, d_v <= 128``; H_q a multiple of H_kv with ``enable_gqa=True``.
+        num_splits: chunks of keys, 1 .. 128; default :func:`choose_num_splits` for this GPU
+            (8 SMs under the interpreter).
+        causal: False, True/"top_left" or "bottom_right" (query i is position
+            ``i + L - L_q`` of its sequence of length L: what decoding with a cache needs).
+        scale: multiplies the scores; default 1/sqrt(d_k).
+        seqlens: optional int tensor (B,): sequence b holds ``seqlens[b]`` keys, the rest of
+            its cache is ignored (a row that sees no key gets zeros).
+        return_lse: also return the natural-log log-sum-exp (B, H_q, L_q), float32.
+
+    Returns ``out`` (B, H_q, L_q, d_v) in the input dtype (and ``lse``). Forward only.
+    Equal to :func:`attn_edu.decoding.split_kv_attention` within the tolerance rule.
+    """
+    align, s, group = check_decode_inputs(q, k, v, causal, scale, seqlens, enable_gqa)
+    B, HQ, LQ, DK = q.shape
+    HKV, LK, DV = k.shape[1], k.shape[2], v.shape[3]
+    out = torch.zeros((B, HQ, LQ, DV), dtype=q.dtype, device=q.device)  # (B, H_q, L_q, d_v)
+    lse = torch.full((B, HQ, LQ), float("-inf"), dtype=torch.float32, device=q.device)
+    if LQ == 0 or LK == 0 or B == 0:  # nothing to attend to: zeros, lse = -inf
+        return (out, lse) if return_lse else out
+    capability = None if q.device.type == "cpu" else torch.cuda.get_device_capability(q.device)
+    cfg = pick_config(capability, max(DK, DV))
+    block_m = block_m_for(group, LQ)
+    row_blocks = -(-group * LQ // block_m)
+    if num_splits is None:
+        sms = 8 if capability is None else torch.cuda.get_device_properties(q.device).multi_processor_count
+        num_splits = choose_num_splits(B * HKV * row_blocks, LK, cfg.block_n, sms)
+    num_splits = _checks.check_length("num_splits", num_splits, minimum=1)
+    if num_splits > MAX_SPLITS:
+        raise ValueError(f"num_splits must be at most {MAX_SPLITS}; got {num_splits}")
+    chunk = chunk_size(LK, num_splits, cfg.block_n)
+    o_part = torch.empty((B, HQ, LQ, num_splits, DV), dtype=torch.float32, device=q.device)
+    lse_part = torch.empty((B, HQ, LQ, num_splits), dtype=torch.float32, device=q.device)
+    lens = (seqlens.to(device=q.device, dtype=torch.int32) if seqlens is not None
+            else torch.empty(1, dtype=torch.int32, device=q.device))  # unused without seqlens
+    extra = {} if capability is None else dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    _split_kernel[(num_splits, B * HKV, row_blocks)](
+        q, k, v, lens, o_part, lse_part, *q.stride(), *k.stride(), *v.stride(),
+        HKV, LQ, LK, chunk, num_splits, s * _LOG2E,
+        GROUP=group, HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=_padded(DK), BLOCK_DV=_padded(DV),
+        BLOCK_M=block_m, BLOCK_N=cfg.block_n, CAUSAL=align is not None,
+        BOTTOM_RIGHT=align == "bottom_right", HAS_SEQLENS=seqlens is not None,
+        INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", **extra)
+    lse2 = torch.empty((B * HQ * LQ,), dtype=torch.float32, device=q.device)
+    _reduce_kernel[(B * HQ * LQ,)](
+        o_part, lse_part, out, lse2, *out.stride(), HQ, LQ, num_splits,
+        HEAD_DV=DV, BLOCK_S=max(2, _pow2(num_splits)), BLOCK_DV=_padded(DV),
+        **({} if capability is None else dict(num_warps=REDUCE_NUM_WARPS)))
+    if return_lse:
+        return out, (lse2 * _LN2).reshape(B, HQ, LQ)
+    return out
+
+
+# ----------------------------------------------------------------------------
+# Ahead-of-time compilation: what there is to compile for a target
+# ----------------------------------------------------------------------------
+_TRITON_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+
+
+def compile_specs(arch: str = "sm_90a", dtype: str = "float16", head_dim: int = 128, group: int = 8,
+                  lq: int = 1) -> List[Dict[str, Any]]:
+    """What to hand ``triton.compile`` to build this kernel for ``arch`` without a GPU.
+
+    Two entries: the split kernel in the configuration :func:`pick_config` launches for
+    ``head_dim`` on ``arch`` (a key of :data:`attn_edu.kernels._targets.TARGETS`), and the
+    reduction. Each is a dict with ``name``, ``fn`` (the ``JITFunction``), ``signature``,
+    ``constexprs`` and ``attrs`` (for ``triton.compiler.ASTSource``), ``options``
+    (``num_warps``, ``num_stages``), ``config`` and ``capability`` (for
+    ``GPUTarget("cuda", capability, 32)``)::
+
+        for spec in compile_specs("sm_80", "bfloat16", 128, group=8):
+            src = ASTSource(fn=spec["fn"], signature=spec["signature"],
+                            constexprs=spec["constexprs"], attrs=spec["attrs"])
+            kernel = triton.compile(src, target=GPUTarget("cuda", spec["capability"], 32),
+                                    options=spec["options"])
+
+    The signature mirrors what a launch on a contiguous (B, H, L, d) cache specializes:
+    the last-axis strides are 1 (constants), pointers and, when ``d`` is a multiple of 16,
+    the other strides are 16-divisible, and ``L_q = 1`` is a constant when ``lq`` is 1.
+    Without that the compiler cannot vectorise the loads and the numbers (registers,
+    spills) describe a kernel that never runs. The head dimension is the same for keys and
+    values. Needs this module imported without ``TRITON_INTERPRET=1``.
+    """
+    if arch not in _targets.TARGETS:
+        raise ValueError(f"arch must be one of {', '.join(_targets.TARGETS)}; got {arch!r}")
+    if dtype not in _TRITON_DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(_TRITON_DTYPES)}; got {dtype!r}")
+    target = _targets.TARGETS[arch]
+    problem = _targets.cuda_dtype_problem(dtype, divmod(target.capability, 10))
+    if problem:
+        raise TypeError(problem)
+    if not (HAS_TRITON and type(_split_kernel).__name__ == "JITFunction"):
+        raise RuntimeError("compile_specs needs the compiled (not interpreted) kernels: import this "
+                           "module without TRITON_INTERPRET=1")
+    d = _checks.check_length("head_dim", head_dim, minimum=1)
+    lq = _checks.check_length("lq", lq, minimum=1)
+    tdt = _TRITON_DTYPES[dtype]
+    block_m = block_m_for(group, lq)
+    cfg = pick_config(target.capability, d)
+    ones = ("stride_qd", "stride_kd", "stride_vd") + (("LQ",) if lq == 1 else ())
+    divisible = ["Q", "K", "V", "SeqLens", "OPart", "LsePart", "CHUNK"]
+    if d % 16 == 0:
+        divisible += ["stride_qb", "stride_qh", "stride_qm", "stride_kb", "stride_kh", "stride_kn",
+                      "stride_vb", "stride_vh", "stride_vn"]
+    consts = dict(GROUP=group, HEAD_DK=d, HEAD_DV=d, BLOCK_DK=_padded(d), BLOCK_DV=_padded(d),
+                  BLOCK_M=block_m, BLOCK_N=cfg.block_n, CAUSAL=True, BOTTOM_RIGHT=True,
+                  HAS_SEQLENS=True, INPUT_PRECISION="ieee" if dtype == "float32" else "tf32",
+                  **{name: 1 for name in ones})
+    split = dict(name=f"_split_kernel[BLOCK_M={block_m},BLOCK_N={cfg.block_n},warps={cfg.num_warps},"
+                      f"stages={cfg.num_stages}]", fn=_split_kernel, config=cfg,
+                 signature=_signature(_split_kernel, consts, Q="*" + tdt, K="*" + tdt, V="*" + tdt,
+                                      SeqLens="*i32", OPart="*fp32", LsePart="*fp32", qk_scale="fp32"),
+                 constexprs=consts, attrs=_divisible(_split_kernel, divisible),
+                 options=dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages),
+                 capability=target.capability)
+    consts = dict(HEAD_DV=d, BLOCK_S=16, BLOCK_DV=_padded(d), stride_od=1)
+    reduce = dict(name="_reduce_kernel[BLOCK_S=16]", fn=_reduce_kernel, config=None,
+                  signature=_signature(_reduce_kernel, consts, OPart="*fp32", LsePart="*fp32",
+                                       Out="*" + tdt, Lse="*fp32"),
+                  constexprs=consts, attrs=_divisible(_reduce_kernel, ["OPart", "LsePart", "Out", "Lse"]),
+                  options=dict(num_warps=REDUCE_NUM_WARPS, num_stages=1), capability=target.capability)
+    return [split, reduce]
+
+
+def _signature(fn, constexprs: Dict[str, Any], **types: str) -> Dict[str, str]:
+    """Every argument is an i32 unless typed here or a compile-time constant."""
+    sig = {name: "i32" for name in fn.arg_names}
+    sig.update(types)
+    sig.update({name: "constexpr" for name in constexprs})
+    return sig
+
+
+def _divisible(fn, names: List[str]) -> Dict[Tuple[int], list]:
+    """Triton's "multiple of 16" attribute for these arguments (what a launch infers)."""
+    return {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in names}

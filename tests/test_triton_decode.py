@@ -1,0 +1,227 @@
+"""attn_edu.kernels.decode_triton: the split-KV decode kernel (chapter 13).
+
+On a machine without a GPU the kernels run in Triton's CPU interpreter, so
+TRITON_INTERPRET=1 is set here, before triton is imported (see tests/test_triton_flash.py
+for why). Shapes are tiny: the interpreter runs each block through NumPy. The kernel is
+also compiled ahead of time for sm_75, sm_80 and sm_90a (no GPU needed), and its
+shared memory, registers and spills are read from Triton's own ptxas.
+"""
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+CUDA = torch.cuda.is_available()
+if not CUDA:
+    os.environ["TRITON_INTERPRET"] = "1"  # before triton and decode_triton are imported
+if importlib.util.find_spec("triton") is None:
+    pytest.skip("triton is not installed", allow_module_level=True)
+
+from attn_edu import decoding, torch_ops  # noqa: E402
+from attn_edu.kernels import decode_triton as dt  # noqa: E402
+from attn_edu.testing import assert_close_to_reference  # noqa: E402
+
+DEVICE = "cuda" if CUDA else "cpu"
+ROOT = Path(__file__).resolve().parents[1]
+BF16_OK = CUDA and torch.cuda.get_device_capability() >= (8, 0)
+DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if BF16_OK else [])
+
+
+def _inputs(b, hq, hkv, lq, lk, d, dv, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, hq, lq, d, generator=g)  # (B, H_q, L_q, d)
+    k = torch.randn(b, hkv, lk, d, generator=g)  # (B, H_kv, L_k, d)
+    v = torch.randn(b, hkv, lk, dv, generator=g)  # (B, H_kv, L_k, d_v)
+    return [x.to(DEVICE, dtype) for x in (q, k, v)]
+
+
+def _gold_and_naive(q, k, v, causal, dtype, seqlens=None):
+    """torch_ops in float64 (gold) and in the kernel's dtype (naive), one sequence at a time."""
+    outs = {torch.float64: [], dtype: []}
+    for b in range(q.shape[0]):
+        n = k.shape[2] if seqlens is None else int(seqlens[b])
+        for dt_ in outs:
+            xs = [x[b:b + 1].to(dt_) for x in (q, k[:, :, :n], v[:, :, :n])]
+            outs[dt_].append(torch_ops.scaled_dot_product_attention(*xs, causal=causal, enable_gqa=True))
+    return torch.cat(outs[torch.float64]), torch.cat(outs[dtype])
+
+
+# B, H_q, H_kv, L_q, L_k, d, d_v, num_splits: odd lengths, GQA and MQA, ragged blocks,
+# more splits than key blocks (empty chunks), d not a power of two
+CASES = [
+    (1, 1, 1, 1, 1, 16, 16, 1),
+    (2, 4, 2, 1, 37, 16, 16, 3),
+    (1, 8, 1, 1, 50, 24, 40, None),
+    (2, 2, 2, 3, 33, 32, 32, 7),
+    (1, 6, 3, 2, 17, 16, 8, 5),  # 5 splits of 16 keys over 17 keys: three are empty
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("causal", [False, "bottom_right", True], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_kernel_meets_the_tolerance_rule(case, causal, dtype):
+    b, hq, hkv, lq, lk, d, dv, splits = case
+    q, k, v = _inputs(b, hq, hkv, lq, lk, d, dv, dtype, seed=lk)
+    out, lse = dt.split_kv_decode(q, k, v, num_splits=splits, causal=causal, enable_gqa=True, return_lse=True)
+    assert out.dtype == dtype and out.shape == (b, hq, lq, dv) and lse.dtype == torch.float32
+    gold, naive = _gold_and_naive(q, k, v, causal, dtype)
+    assert_close_to_reference(out, gold, naive)
+    _, gold_lse = decoding.split_kv_attention(*(x.double() for x in (q, k, v)), 1, causal=causal,
+                                              enable_gqa=True, return_lse=True)
+    assert torch.equal(torch.isneginf(lse), torch.isneginf(gold_lse))
+    fin = torch.isfinite(gold_lse)
+    assert (lse.double()[fin] - gold_lse[fin]).abs().max() <= 1e-3 * max(1.0, gold_lse[fin].abs().max())
+
+
+def test_seqlens_fully_masked_chunks_and_empty_sequences():
+    """A padded cache: sequence 0 holds no key (zeros, lse -inf), sequence 1 fewer keys
+    than one chunk (its other chunks are fully masked), sequence 2 the whole cache."""
+    q, k, v = _inputs(3, 4, 2, 2, 70, 16, 16, torch.float32, seed=3)
+    seqlens = torch.tensor([0, 9, 70], device=DEVICE)
+    for causal in (False, "bottom_right"):
+        out, lse = dt.split_kv_decode(q, k, v, num_splits=4, causal=causal, seqlens=seqlens,
+                                      enable_gqa=True, return_lse=True)
+        assert (out[0] == 0).all() and torch.isneginf(lse[0]).all() and not out.isnan().any()
+        gold, naive = _gold_and_naive(q, k, v, causal, torch.float32, seqlens)
+        assert_close_to_reference(out[1:], gold[1:], naive[1:])
+    # bottom-right with a sequence shorter than L_q: its first queries see nothing
+    out = dt.split_kv_decode(q, k, v, num_splits=2, causal="bottom_right",
+                             seqlens=torch.tensor([1, 2, 3], device=DEVICE), enable_gqa=True)
+    assert (out[0, :, 0] == 0).all() and (out[0, :, 1] != 0).any()
+
+
+def test_split_count_does_not_change_the_answer_and_merge_matches_numpy():
+    q, k, v = _inputs(1, 4, 1, 1, 100, 16, 16, torch.float32, seed=5)
+    outs = [dt.split_kv_decode(q, k, v, num_splits=s, enable_gqa=True) for s in (1, 2, 7, 40)]
+    for o in outs[1:]:
+        assert (o - outs[0]).abs().max() <= 1e-5
+    numpy_twin = decoding.split_kv_attention(*(x.double().cpu().numpy() for x in (q, k, v)), 7, enable_gqa=True)
+    assert (outs[2].double().cpu() - torch.from_numpy(numpy_twin)).abs().max() <= 1e-5
+
+
+def test_noncontiguous_cache_and_explicit_scale():
+    b, hkv, lk, d = 2, 2, 29, 16
+    g = torch.Generator().manual_seed(4)
+    k, v = (torch.randn(b, lk, hkv, d, generator=g).to(DEVICE).transpose(1, 2) for _ in range(2))
+    q = torch.randn(b, 4, 1, d, generator=g).to(DEVICE)
+    assert not k.is_contiguous()
+    out = dt.split_kv_decode(q, k, v, num_splits=3, scale=-0.4, enable_gqa=True)
+    gold = torch_ops.scaled_dot_product_attention(q.double(), k.double(), v.double(), scale=-0.4, enable_gqa=True)
+    naive = torch_ops.scaled_dot_product_attention(q, k, v, scale=-0.4, enable_gqa=True)
+    assert_close_to_reference(out, gold, naive)
+
+
+def _raises(exc, words, fn, *args, **kw):
+    with pytest.raises(exc) as info:
+        fn(*args, **kw)
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))
+    return str(info.value)
+
+
+def test_bad_inputs_get_clear_errors():
+    q, k, v = _inputs(1, 4, 2, 1, 8, 16, 16, torch.float32)
+    f = dt.split_kv_decode
+    msg = _raises(ValueError, ["enable_gqa=True"], f, q, k, v)
+    with pytest.raises(ValueError) as ref:
+        torch_ops.scaled_dot_product_attention(q, k, v)
+    assert msg == str(ref.value)  # the reference's words
+    _raises(TypeError, ["float64", "split_kv_attention"], f, q.double(), k.double(), v.double(), enable_gqa=True)
+    _raises(ValueError, ["4-D"], f, q[0], k[0], v[0], enable_gqa=True)
+    big = torch.zeros(1, 2, 8, 200, device=DEVICE)
+    _raises(ValueError, ["1 to 128", "200"], f, big[:, :, :1], big, big, enable_gqa=True)
+    _raises(ValueError, ["num_splits must be at most 128"], f, q, k, v, num_splits=129, enable_gqa=True)
+    _raises(ValueError, ["num_splits must be at least 1"], f, q, k, v, num_splits=0, enable_gqa=True)
+    _raises(TypeError, ["seqlens must be an integer tensor"], f, q, k, v, seqlens=torch.ones(1), enable_gqa=True)
+    _raises(ValueError, ["seqlens must have shape (B,)"], f, q, k, v, seqlens=torch.ones(2, dtype=torch.int64),
+            enable_gqa=True)
+    _raises(ValueError, ["0 .. L_k = 8"], f, q, k, v, seqlens=torch.tensor([9]), enable_gqa=True)
+    _raises(ValueError, ["same batch size"], f, q.expand(2, 4, 1, 16), k, v, enable_gqa=True)
+    _raises(ValueError, ["causal"], f, q, k, v, causal="left", enable_gqa=True)
+    if not CUDA:
+        _raises(TypeError, ["bfloat16", "interpreter"], f, q.bfloat16(), k.bfloat16(), v.bfloat16(),
+                enable_gqa=True)
+
+
+def test_launch_choices():
+    assert dt.block_m_for(1, 1) == 16 and dt.block_m_for(8, 3) == 32 and dt.block_m_for(32, 4) == 64
+    # one (batch, K/V head) program on a 132-SM GPU: split into as many chunks as there are blocks
+    assert dt.choose_num_splits(8, 100_000, 64, 132) == 17  # ceil(132 / 8)
+    assert dt.choose_num_splits(8, 200, 64, 132) == 4  # no more splits than key blocks
+    assert dt.choose_num_splits(256, 100_000, 64, 132) == 1  # enough programs already
+    assert dt.choose_num_splits(1, 10**7, 16, 1000) == dt.MAX_SPLITS
+    assert dt.pick_config(None, 128) == dt.INTERPRET_CONFIG
+    assert dt.pick_config((7, 5), 128) == dt.DECODE_CONFIGS[75][0]
+    assert dt.pick_config((8, 6), 64) == dt.DECODE_CONFIGS[80][1]
+    assert dt.pick_config((9, 0), 80) == dt.DECODE_CONFIGS[90][0]
+    assert dt.pick_config((12, 0), 64) == dt.DECODE_CONFIGS[90][1]
+
+
+AOT_SCRIPT = r"""
+import os, re, subprocess, tempfile
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas
+from triton.compiler import ASTSource
+from attn_edu.kernels import _targets
+from attn_edu.kernels import decode_triton as dt
+
+def usage(kernel, capability, arch):
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+        f.write(kernel.asm["ptx"])
+    out = subprocess.run([get_ptxas(capability).path, f"-arch={arch}", "-v", f.name, "-o", os.devnull],
+                         capture_output=True, text=True, check=True)
+    text = out.stdout + out.stderr
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
+    return int(re.search(r"Used (\d+) registers", text).group(1)), int(spills.group(1)) + int(spills.group(2))
+
+for arch, dtype in [("sm_75", "float16"), ("sm_80", "bfloat16"), ("sm_80", "float16"), ("sm_90a", "bfloat16")]:
+    target = _targets.TARGETS[arch]
+    for d in (64, 128):
+        for spec in dt.compile_specs(arch, dtype, d, group=8):
+            src = ASTSource(fn=spec["fn"], signature=spec["signature"], constexprs=spec["constexprs"],
+                            attrs=spec["attrs"])
+            k = triton.compile(src, target=GPUTarget("cuda", spec["capability"], 32), options=spec["options"])
+            regs, spilled = usage(k, spec["capability"], arch)
+            ptx = k.asm["ptx"]
+            assert f".target {arch}" in ptx, arch
+            assert k.metadata.shared <= target.shared_memory, (arch, spec["name"], k.metadata.shared)
+            assert spilled == 0, (arch, spec["name"], regs, spilled)
+            if spec["config"] is not None and target.capability >= 80:
+                assert "mma.sync" in ptx and "cp.async" in ptx, "no tensor cores or async copies"
+            print(f"compiled {arch} {dtype} d={d} {spec['name']}: shared {k.metadata.shared} B, "
+                  f"{regs} registers, {spilled} B spilled")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CUDA, reason="on a GPU the kernel runs for real above")
+def test_kernel_compiles_ahead_of_time_for_t4_a100_h100(tmp_path):
+    """Triton's own compiler builds the launched configuration and the reduction for
+    sm_75, sm_80 and sm_90a here, on a CPU: the tiles fit each target's shared memory,
+    nothing spills, and sm_80+ use tensor cores and a cp.async pipeline."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path)
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-c", AOT_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    if r.returncode and "No module named 'triton.backends" in r.stderr:
+        pytest.skip(f"this triton has no ahead-of-time compile API: {r.stderr[-200:]}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("compiled") == 16, r.stdout
+    print(r.stdout)
+
+
+def test_compile_specs_refuse_what_a_target_cannot_do():
+    with pytest.raises(TypeError, match="compute capability 8.0"):
+        dt.compile_specs("sm_75", "bfloat16")
+    with pytest.raises(ValueError, match="arch must be one of"):
+        dt.compile_specs("sm_70")
+    if not CUDA:  # interpreted kernels have nothing to compile
+        with pytest.raises(RuntimeError, match="without TRITON_INTERPRET=1"):
+            dt.compile_specs("sm_80")
