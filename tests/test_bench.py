@@ -220,3 +220,25 @@ def test_window_impls_are_exact_sparse_attention(framework, causal):
     assert 0 < row["peak_bytes"] < n * n / 2
     with pytest.raises(bench.ImplUnavailable, match="window"):
         bench.build_impl(f"{framework}_window", bench.BenchConfig(d=16))
+
+
+def test_decode_sweep_records_a_labelled_cpu_dry_run():
+    """The L_q = 1 benchmark of chapter 13: on a CPU the Triton rows are skipped (the
+    interpreter would be timed), the others are timed, checked against float64 and
+    labelled with the device."""
+    pytest.importorskip("torch")
+    doc = bench.decode_sweep(contexts=(33, 100), batches=(2,), heads=4, kv_heads=2, d=16,
+                             dtype="float32", device="cpu", repeat=2, warmup=1)
+    assert doc["schema"] == bench.SCHEMA and doc["sweep"] == "decode"
+    assert doc["device"]["kind"] == "cpu" and doc["device"]["name"]
+    assert set(doc["skipped"]) == {"triton_split_kv", "triton_one_split"}
+    assert "interpreter" in doc["skipped"]["triton_split_kv"]
+    rows = doc["results"]
+    assert {(r["impl"], r["context"]) for r in rows} == {(i, c) for i in ("torch_sdpa", "torch_split_kv")
+                                                         for c in (33, 100)}
+    for r in rows:
+        assert "error" not in r and r["median_ms"] > 0 and r["max_abs_err"] < 1e-5
+        assert r["kv_bytes"] == 2 * 2 * 2 * r["context"] * 16 * 4
+        assert r["gb_per_s"] == pytest.approx(r["kv_bytes"] / (r["median_ms"] * 1e-3) / 1e9)
+    assert bench.recorded_decode_results("cuda") == [d for d in bench.recorded_decode_results()
+                                                     if d["device"]["kind"] == "cuda"]

@@ -34,12 +34,14 @@ One module per part, all reachable from here (``attn_edu.bench.X``):
 * ``attn_edu.bench.sweep`` -- timing sweeps and their JSON files;
 * ``attn_edu.bench.goals`` -- the goals, as ratios measured side by side;
 * ``attn_edu.bench.block_sparse`` -- the block-sparse kernel against FlexAttention;
+* ``attn_edu.bench.decode`` -- one decoding step (``L_q = 1``) over a KV cache (chapter 13);
 * ``attn_edu.bench.cli`` -- the command line.
 """
 from __future__ import annotations
 
-from . import block_sparse, cli, env, goals, registry, sweep
+from . import block_sparse, cli, decode, env, goals, registry, sweep
 from .block_sparse import *  # noqa: F401,F403  (each module's __all__)
+from .decode import *  # noqa: F401,F403
 from .cli import *  # noqa: F401,F403
 from .env import *  # noqa: F401,F403
 from .goals import *  # noqa: F401,F403
@@ -47,7 +49,7 @@ from .registry import *  # noqa: F401,F403
 from .sweep import *  # noqa: F401,F403
 
 __all__ = (registry.__all__ + env.__all__ + sweep.__all__ + goals.__all__
-           + block_sparse.__all__ + cli.__all__)
+           + block_sparse.__all__ + decode.__all__ + cli.__all__)
 
 # Data is documented where the API page reads it, the package (functions and classes
 # carry their docstrings along; a constant does not).
@@ -63,3 +65,7 @@ FLOP_FORMULA = sweep.FLOP_FORMULA
 GOALS = goals.GOALS
 #: The tile of the CPU goals, 256 x 256 (``attn_edu.bench.goals``).
 GOAL_BLOCK = goals.GOAL_BLOCK
+#: Where the recorded decode sweeps live, ``attn_edu/data/bench/decode/`` (``attn_edu.bench.decode``).
+DECODE_DIR = decode.DECODE_DIR
+#: The implementations a decode sweep times (``attn_edu.bench.decode``).
+DECODE_IMPLS = decode.DECODE_IMPLS
