@@ -42,10 +42,63 @@ def _softmax_wrong_axis(x):
     return e / e.sum(0, keepdims=True)
 
 
-SOLUTIONS = {"stable_softmax": _softmax_good}
+# ---------------------------------------------------------------- chapter 13: decoding
+
+
+def _merge_good(outs, lses):
+    m = lses.max(axis=0)  # (L_q,)
+    m = np.where(np.isneginf(m), 0, m)
+    w = np.exp(lses - m)  # (S, L_q)
+    total = w.sum(axis=0)
+    return (w[..., None] * outs).sum(axis=0) / np.where(total == 0, 1, total)[:, None]
+
+
+def _merge_mean(outs, lses):  # ignores how much each split weighs
+    return outs.mean(axis=0)
+
+
+def _merge_no_max(outs, lses):  # exp(1e4) overflows, exp(-1e4) underflows to 0/0
+    w = np.exp(lses)
+    return (w[..., None] * outs).sum(axis=0) / w.sum(axis=0)[:, None]
+
+
+def _merge_no_empty_guard(outs, lses):  # a row no split covers: -inf - (-inf) = NaN
+    w = np.exp(lses - lses.max(axis=0))
+    return (w[..., None] * outs).sum(axis=0) / w.sum(axis=0)[:, None]
+
+
+def _merge_unnormalised(outs, lses):  # forgets to divide by the total weight
+    m = np.where(np.isneginf(lses.max(axis=0)), 0, lses.max(axis=0))
+    return (np.exp(lses - m)[..., None] * outs).sum(axis=0)
+
+
+def _merge_float64(outs, lses):
+    return _merge_good(outs.astype(np.float64), lses.astype(np.float64))
+
+
+def _slot_good(table, page_size, position):
+    return table[position // page_size], position % page_size
+
+
+def _slot_logical(table, page_size, position):  # forgets the block table
+    return position // page_size, position % page_size
+
+
+def _slot_swapped(table, page_size, position):
+    return table[position % page_size % len(table)], position // page_size
+
+
+def _slot_off_by_one(table, page_size, position):
+    return table[(position + 1) // page_size % len(table)], (position + 1) % page_size
+
+
+SOLUTIONS = {"stable_softmax": _softmax_good, "merge_partials": _merge_good, "page_slot": _slot_good}
 WRONG = {
     "stable_softmax": [_softmax_naive, _softmax_no_masked_rows, _softmax_hides_nan,
                        _softmax_float64, _softmax_wrong_axis],
+    "merge_partials": [_merge_mean, _merge_no_max, _merge_no_empty_guard, _merge_unnormalised,
+                       _merge_float64],
+    "page_slot": [_slot_logical, _slot_swapped, _slot_off_by_one],
 }
 
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from ._harness import CHECKERS, Case, Result, compare_arrays, describe, run_cases
 from .ch03 import check_stable_softmax
+from .ch13 import check_merge_partials, check_page_slot
 
 __all__ = ["CHECKERS", "Case", "Result", "compare_arrays", "describe", "run_cases",
-           "check_stable_softmax"]
+           "check_stable_softmax", "check_merge_partials", "check_page_slot"]
 
 from . import _harness  # noqa: E402  (documented here, where the API page reads it)
 
