@@ -473,3 +473,28 @@ def test_kv_bytes_per_token_of_published_models():
     assert m["Mistral-7B"].kind.startswith("GQA") and m["DeepSeek-V2"].group == 128
     t = decoding.decode_step_time(m["Llama-2-7B"], 4096, 1, decoding.GPUS["H100 SXM"])
     assert t == pytest.approx(512 * 1024 * 4096 / 3.35e12)  # memory-bound: bytes / bandwidth
+
+
+# --------------------------------------------------------------------------- memory measurements
+def test_paged_vs_contiguous_counts_slots_of_a_real_cache():
+    lengths = [1, 15, 16, 17, 100, 0]
+    r = decoding.paged_vs_contiguous(lengths, 16, max_len=128)
+    assert r["tokens"] == 149 and r["reserved"] == 6 * 128
+    assert r["table_entries"] == 1 + 1 + 1 + 2 + 7 and r["paged"] == 16 * r["table_entries"]
+    assert 0 <= r["fragmentation"] < 16 * len(lengths) and r["fragmentation"] == r["paged"] - 149
+    assert decoding.paged_vs_contiguous(lengths, 1)["fragmentation"] == 0
+    with pytest.raises(ValueError, match="max_len=50"):
+        decoding.paged_vs_contiguous(lengths, 16, max_len=50)
+
+
+@pytest.mark.parametrize("prompt,page,copies", [(1000, 16, 7), (1024, 16, 0), (5, 1, 0)])
+def test_parallel_sampling_shares_the_prompt_and_copies_only_partial_pages(prompt, page, copies):
+    r = decoding.parallel_sampling_pages(prompt, 8, 200, page)
+    assert r["copies"] == copies  # the last fork to write owns the shared last page by then
+    assert r["unshared"] == 8 * -(-(prompt + 200) // page)
+    full, partial = divmod(prompt, page)  # full prompt pages stay shared by all 8 samples
+    if partial:  # each sample has its own (copied) partial page, filled up before new pages
+        per_sample = 1 + -(-max(0, 200 - (page - partial)) // page)
+    else:
+        per_sample = -(-200 // page)
+    assert r["shared"] == full + 8 * per_sample

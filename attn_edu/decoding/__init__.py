@@ -21,7 +21,7 @@ Imports NumPy only (torch where a tensor is passed, and for fp8).
 from __future__ import annotations
 
 from .latent import absorb_mla_params, init_mla_params, mla_attention, mla_cache_entries
-from .paged import PagedKVCache, PoolExhaustedError
+from .paged import PagedKVCache, PoolExhaustedError, paged_vs_contiguous, parallel_sampling_pages
 from .quantize import (FP8_E4M3_MAX, attention_error, dequantize, fake_quantize, quantize,
                        quantized_bytes_per_token)
 from .ring import RingKVCache
@@ -31,7 +31,7 @@ from .split_kv import chunk_size, merge_partials, split_bounds, split_kv_attenti
 
 __all__ = [
     "split_kv_attention", "merge_partials", "split_bounds", "chunk_size",
-    "PagedKVCache", "PoolExhaustedError", "RingKVCache",
+    "PagedKVCache", "PoolExhaustedError", "paged_vs_contiguous", "parallel_sampling_pages", "RingKVCache",
     "init_mla_params", "mla_cache_entries", "absorb_mla_params", "mla_attention",
     "quantize", "dequantize", "fake_quantize", "quantized_bytes_per_token", "attention_error",
     "FP8_E4M3_MAX",

@@ -32,7 +32,7 @@ from ..masks import causal_mask
 from ..reference import is_torch_tensor
 from .split_kv import merge_partials
 
-__all__ = ["PagedKVCache", "PoolExhaustedError"]
+__all__ = ["PagedKVCache", "PoolExhaustedError", "paged_vs_contiguous", "parallel_sampling_pages"]
 
 _CACHE_DTYPES = ("float16", "float32", "float64")
 
@@ -59,7 +59,7 @@ class PagedKVCache:
       H_kv) -> (H_q, t_q, d_v);
     * :meth:`slot`, :meth:`block_table`, :meth:`gather`, :meth:`length`, and the memory
       counts :attr:`num_used_pages`, :attr:`num_free_pages`, :attr:`page_bytes`,
-      :meth:`memory_used`.
+      :meth:`memory_used`, ``copies`` (copy-on-write copies made).
 
     Errors: ``ValueError`` for an unknown or freed sequence and for shapes that do not
     fit, ``TypeError`` for a dtype other than the cache's or a torch tensor, and
@@ -91,6 +91,7 @@ class PagedKVCache:
         self._lengths: Dict[Hashable, int] = {}
         self._freed: set = set()
         self._next_id = 0
+        self.copies = 0  # copy-on-write page copies made so far
 
     # ------------------------------------------------------------------ bookkeeping
     @property
@@ -211,6 +212,7 @@ class PagedKVCache:
             self.k_pages[page], self.v_pages[page] = self.k_pages[old], self.v_pages[old]
             self._refs[old] -= 1
             table[-1] = page
+            self.copies += 1
         table.extend(self._take() for _ in range(new_pages))
         pos = np.arange(n, n + t)  # the new positions
         pages = np.asarray(table, dtype=np.int64)[pos // size]  # (t,)
@@ -296,3 +298,59 @@ class PagedKVCache:
             outs.append(o)  # (H_q, t_q, d_v)
             lses.append(lse)  # (H_q, t_q)
         return merge_partials(outs, lses)[0]
+
+
+# ---------------------------------------------------------------------- measurements
+def paged_vs_contiguous(lengths, page_size: int, max_len: Optional[int] = None) -> Dict[str, int]:
+    """Memory of a batch of sequences in a paged cache vs. contiguous max-length reservations.
+
+    Fills a :class:`PagedKVCache` (one K/V head of width 1: what is counted is token
+    *slots*, multiply by the bytes of one token's keys and values for a model) with one
+    sequence per entry of ``lengths``, and reports, in slots: ``tokens`` (the sum of the
+    lengths), ``paged`` (pages in use x ``page_size``), ``fragmentation`` (``paged -
+    tokens``, below one page per sequence), ``reserved`` (``len(lengths) * max_len``, what
+    a cache that reserves the longest allowed sequence for each one holds; ``max_len``
+    defaults to the longest length) and ``table_entries`` (block-table entries, one per
+    page). Chapter 13 plots it.
+    """
+    lengths = [_checks.check_length("length", n) for n in lengths]
+    page_size = _checks.check_length("page_size", page_size, minimum=1)
+    longest = max(lengths, default=0)
+    max_len = longest if max_len is None else _checks.check_length("max_len", max_len)
+    if longest > max_len:
+        raise ValueError(f"every length must be <= max_len={max_len}; got {longest}")
+    pages = sum(-(-n // page_size) for n in lengths)
+    cache = PagedKVCache(page_size, max(1, pages), 1, 1, dtype=np.float16)
+    for i, n in enumerate(lengths):
+        z = np.zeros((1, n, 1), np.float16)
+        cache.append(i, z, z)
+    tokens = sum(lengths)
+    return {"tokens": tokens, "paged": cache.num_used_pages * page_size,
+            "fragmentation": cache.num_used_pages * page_size - tokens,
+            "reserved": len(lengths) * max_len, "table_entries": cache.num_used_pages}
+
+
+def parallel_sampling_pages(prompt: int, samples: int, generated: int, page_size: int) -> Dict[str, int]:
+    """Pages for ``samples`` continuations of one prompt, with and without prefix sharing.
+
+    Measured on a :class:`PagedKVCache`: the prompt is appended once and
+    :meth:`~PagedKVCache.fork` ed ``samples`` times, each fork appends ``generated`` tokens
+    (its first append copies the shared, partly filled last page -- except the last fork
+    to write, which by then owns it alone), the prompt's own sequence having been freed.
+    Returns ``shared`` (pages in use then), ``unshared`` (pages of ``samples`` independent
+    sequences of ``prompt + generated`` tokens) and ``copies`` (copy-on-write copies made).
+    """
+    prompt = _checks.check_length("prompt", prompt, minimum=1)
+    samples = _checks.check_length("samples", samples, minimum=1)
+    generated = _checks.check_length("generated", generated)
+    page_size = _checks.check_length("page_size", page_size, minimum=1)
+    unshared = samples * -(-(prompt + generated) // page_size)
+    cache = PagedKVCache(page_size, unshared + samples, 1, 1, dtype=np.float16)
+    z = np.zeros((1, prompt, 1), np.float16)
+    cache.append("prompt", z, z)
+    forks = [cache.fork("prompt") for _ in range(samples)]
+    cache.free("prompt")
+    g = np.zeros((1, generated, 1), np.float16)
+    for seq in forks:
+        cache.append(seq, g, g)
+    return {"shared": cache.num_used_pages, "unshared": unshared, "copies": cache.copies}
