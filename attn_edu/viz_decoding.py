@@ -7,7 +7,9 @@
 * :func:`occupancy_explorer` -- which SMs a decode step keeps busy as the keys are split;
 * :func:`paged_memory_explorer` -- paged vs. contiguous memory of a batch, by page size;
 * :func:`quantization_figure` / :func:`quantization_explorer` -- attention error of a
-  quantized cache, keys vs. values, per channel vs. per token, by bit width.
+  quantized cache, keys vs. values, per channel vs. per token, by bit width;
+* :func:`decode_bandwidth_figure` -- a measured decode sweep
+  (:func:`attn_edu.bench.decode_sweep`), labelled with its device.
 
 The explorers are :func:`attn_edu.viz.sweep_figure` s: every frame is computed now, so the
 sliders work on the static page; the single-value functions are what a live
@@ -25,7 +27,7 @@ from . import decoding
 from .viz import sweep_figure
 
 __all__ = ["roofline_figure", "roofline_explorer", "draw_paged_cache", "occupancy_explorer",
-           "paged_memory_explorer", "quantization_figure", "quantization_explorer"]
+           "paged_memory_explorer", "quantization_figure", "quantization_explorer", "decode_bandwidth_figure"]
 
 Workloads = Sequence[Tuple[str, float]]  # (label, FLOPs per byte)
 _COLOURS = ("#3a7dbf", "#e4572e", "#54a24b", "#b279a2", "#f2a900", "#4c4c4c", "#17becf", "#9d755d")
@@ -238,3 +240,30 @@ def quantization_explorer(q, k, v, formats: Sequence[str] = ("int2", "int3", "in
     """:func:`quantization_figure` behind a slider over the storage format."""
     return sweep_figure(list(formats), lambda f: _quant_traces(q, k, v, f, group_size), slider_label="format",
                         initial_index=initial_index, layout=_quant_layout(title))
+
+
+# --------------------------------------------------------------------------- measured decoding
+def decode_bandwidth_figure(doc: dict):
+    """The bandwidth one decode step achieves (KV-cache bytes read / time) against the cache
+    length, one line per implementation and batch size, from a
+    :func:`attn_edu.bench.decode_sweep` document; the title names the device and date."""
+    import plotly.graph_objects as go
+
+    rows = [r for r in doc.get("results", []) if "error" not in r and r.get("gb_per_s")]
+    if not rows:
+        raise ValueError("the decode sweep has no timed rows to plot")
+    fig = go.Figure()
+    keys = sorted({(r["impl"], r["batch"]) for r in rows})
+    impls = sorted({impl for impl, _ in keys})
+    for impl, batch in keys:
+        pts = sorted((r["context"], r["gb_per_s"]) for r in rows if (r["impl"], r["batch"]) == (impl, batch))
+        fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers",
+                        name=f"{impl}, batch {batch}",
+                        line=dict(color=_COLOURS[impls.index(impl) % 8], dash="solid" if batch == 1 else "dot"))
+    dev, cfg = doc["device"], doc.get("config", {})
+    fig.update_layout(
+        height=420, xaxis=dict(type="log", title="KV-cache length (tokens)"),
+        yaxis=dict(title="GB/s read from the KV cache"),
+        title=(f"One decode step, measured on {dev['name']} ({dev['kind']}), {doc['date'][:10]}<br>"
+               f"H_q={cfg.get('heads')}, H_kv={cfg.get('kv_heads')}, d={cfg.get('d')}, {cfg.get('dtype')}"))
+    return fig

@@ -471,6 +471,11 @@ def test_kv_bytes_per_token_of_published_models():
     assert decoding.kv_bytes_per_token(m["DeepSeek-V2"]) == 60 * 576 * 2
     assert [m[n].kind for n in ("Llama-2-7B", "Falcon-7B", "DeepSeek-V2")] == ["MHA", "MQA", "MLA"]
     assert m["Mistral-7B"].kind.startswith("GQA") and m["DeepSeek-V2"].group == 128
+    assert decoding.decode_intensity(m["Llama-2-7B"]) == pytest.approx(1, rel=1e-3)
+    assert decoding.decode_intensity(m["Llama-3-8B"]) == pytest.approx(4, rel=1e-2)  # K and V: 2 d per key
+    mla = decoding.decode_intensity(m["DeepSeek-V2"])  # 128 heads on one latent head
+    assert mla == pytest.approx(2 * 128 * (576 + 512) / (2 * (576 + 128 * 1088 / 8192)), rel=1e-9)
+    assert 200 < mla < decoding.GPUS["H100 SXM"].ridge
     t = decoding.decode_step_time(m["Llama-2-7B"], 4096, 1, decoding.GPUS["H100 SXM"])
     assert t == pytest.approx(512 * 1024 * 4096 / 3.35e12)  # memory-bound: bytes / bandwidth
 

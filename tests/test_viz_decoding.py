@@ -86,3 +86,15 @@ def test_quantization_bars_are_the_measured_errors():
     ex = vd.quantization_explorer(q, k, v, formats=["int2", "int8"], initial_index=0)
     assert [f.name for f in ex.frames] == ["int2", "int8"]
     assert ex.frames[0].data[0].y[0] > ex.frames[1].data[0].y[0]  # fewer bits, more error
+
+
+def test_decode_bandwidth_figure_plots_the_measured_rows_with_the_device():
+    doc = {"device": {"name": "NVIDIA H100 80GB HBM3", "kind": "cuda"}, "date": "2026-01-02T03:04:05",
+           "config": {"heads": 32, "kv_heads": 8, "d": 128, "dtype": "bfloat16"},
+           "results": [{"impl": "a", "batch": 1, "context": c, "gb_per_s": c / 10} for c in (4096, 1024)]
+           + [{"impl": "b", "batch": 8, "context": 1024, "error": "OutOfMemoryError"}]}
+    fig = vd.decode_bandwidth_figure(doc)
+    assert len(fig.data) == 1 and list(fig.data[0].x) == [1024, 4096] and list(fig.data[0].y) == [102.4, 409.6]
+    assert "H100" in fig.layout.title.text and "cuda" in fig.layout.title.text and "2026-01-02" in fig.layout.title.text
+    with pytest.raises(ValueError, match="no timed rows"):
+        vd.decode_bandwidth_figure({**doc, "results": doc["results"][2:]})

@@ -26,7 +26,8 @@ from .quantize import (FP8_E4M3_MAX, attention_error, dequantize, fake_quantize,
                        quantized_bytes_per_token)
 from .ring import RingKVCache
 from .roofline import (GPUS, MODELS, GPUSpec, ModelConfig, arithmetic_intensity, attainable_flops,
-                       attention_flops_bytes, decode_step_time, kv_bytes_per_token, kv_numbers_per_token)
+                       attention_flops_bytes, decode_intensity, decode_step_time, kv_bytes_per_token,
+                       kv_numbers_per_token)
 from .split_kv import chunk_size, merge_partials, split_bounds, split_kv_attention
 
 __all__ = [
@@ -36,5 +37,5 @@ __all__ = [
     "quantize", "dequantize", "fake_quantize", "quantized_bytes_per_token", "attention_error",
     "FP8_E4M3_MAX",
     "GPUSpec", "GPUS", "ModelConfig", "MODELS", "attention_flops_bytes", "arithmetic_intensity",
-    "attainable_flops", "kv_numbers_per_token", "kv_bytes_per_token", "decode_step_time",
+    "attainable_flops", "kv_numbers_per_token", "kv_bytes_per_token", "decode_intensity", "decode_step_time",
 ]

@@ -27,7 +27,8 @@ from .. import _checks
 from ..multihead import kv_cache_bytes
 
 __all__ = ["GPUSpec", "GPUS", "ModelConfig", "MODELS", "attention_flops_bytes", "arithmetic_intensity",
-           "attainable_flops", "kv_numbers_per_token", "kv_bytes_per_token", "decode_step_time"]
+           "attainable_flops", "kv_numbers_per_token", "kv_bytes_per_token", "decode_intensity",
+           "decode_step_time"]
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,22 @@ def kv_bytes_per_token(model: ModelConfig, itemsize: int = 2) -> int:
     return kv_cache_bytes(model.layers, model.kv_heads, model.d_head, 1, bytes_per_elem=itemsize)
 
 
+def _decode_shape(model: ModelConfig) -> Dict[str, int]:
+    """What one decode step reads per K/V head: key and value widths, numbers per cached
+    token, query heads per K/V head. MLA, absorbed: one shared head of keys ``[c, k_R]``
+    (d_c + d_R) and values ``c`` (d_c), read by all H query heads."""
+    if model.latent is not None:
+        width = model.latent + (model.rope or 0)
+        return dict(d_k=width, d_v=model.latent, kv_numbers=width, group=model.heads)
+    return dict(d_k=model.d_head, d_v=model.d_head, kv_numbers=2 * model.d_head, group=model.group)
+
+
+def decode_intensity(model: ModelConfig, context: int = 8192, itemsize: int = 2) -> float:
+    """FLOPs per byte of one decode step's attention (``L_q = 1``) over ``context`` cached
+    tokens, for a published model's attention shape (:func:`arithmetic_intensity`)."""
+    return arithmetic_intensity(1, context, itemsize=itemsize, **_decode_shape(model))
+
+
 def decode_step_time(model: ModelConfig, context: int, batch: int, gpu: GPUSpec, itemsize: int = 2) -> float:
     """Roofline estimate (seconds) of one decode step's attention over all layers: the
     larger of reading the whole KV cache at full bandwidth and its FLOPs at peak. A
@@ -148,9 +165,6 @@ def decode_step_time(model: ModelConfig, context: int, batch: int, gpu: GPUSpec,
     context = _checks.check_length("context", context, minimum=1)
     batch = _checks.check_length("batch", batch, minimum=1)
     nbytes = kv_bytes_per_token(model, itemsize) * context * batch
-    if model.latent is not None:  # absorbed: keys [c, k_R], values c
-        d_k, d_v = model.latent + (model.rope or 0), model.latent
-    else:
-        d_k = d_v = model.d_head
-    flops = 2 * model.heads * context * (d_k + d_v) * model.layers * batch
+    shape = _decode_shape(model)
+    flops = 2 * model.heads * context * (shape["d_k"] + shape["d_v"]) * model.layers * batch
     return max(nbytes / gpu.bandwidth, flops / gpu.flops_16bit)
