@@ -58,6 +58,7 @@ CASES = [
     (1, 8, 1, 1, 50, 24, 40, None),
     (2, 2, 2, 3, 33, 32, 32, 7),
     (1, 6, 3, 2, 17, 16, 8, 5),  # 5 splits of 16 keys over 17 keys: three are empty
+    (1, 8, 1, 9, 40, 16, 16, 2),  # 8 heads x 9 queries = 72 packed rows: two row blocks
 ]
 
 
@@ -162,6 +163,33 @@ def test_launch_choices():
     assert dt.pick_config((12, 0), 64) == dt.DECODE_CONFIGS[90][1]
 
 
+@pytest.mark.skipif(CUDA, reason="the CPU-interpreter switch is what is tested here")
+def test_cpu_without_interpreter_or_too_late_gets_a_clear_error():
+    """No TRITON_INTERPRET: ValueError; set after triton was imported: RuntimeError."""
+    code = (
+        "import os\n"
+        "os.environ.pop('TRITON_INTERPRET', None)\n"
+        "import torch\n"
+        "from attn_edu.kernels import split_kv_decode\n"
+        "q = torch.randn(1, 1, 1, 16)\n"
+        "for env, exc, words in ((None, ValueError, ('TRITON_INTERPRET=1', 'GPU')),\n"
+        "                        ('1', RuntimeError, ('after triton', 'before'))):\n"
+        "    if env:\n"
+        "        os.environ['TRITON_INTERPRET'] = env\n"
+        "    try:\n"
+        "        split_kv_decode(q, q, q)\n"
+        "    except exc as e:\n"
+        "        assert all(w in str(e) for w in words), e\n"
+        "    else:\n"
+        "        raise AssertionError('no error')\n"
+        "print('ok')\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+                         timeout=300)
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]
+
+
 AOT_SCRIPT = r"""
 import os, re, subprocess, tempfile
 import triton
@@ -190,6 +218,11 @@ for arch, dtype in [("sm_75", "float16"), ("sm_80", "bfloat16"), ("sm_80", "floa
             regs, spilled = usage(k, spec["capability"], arch)
             ptx = k.asm["ptx"]
             assert f".target {arch}" in ptx, arch
+            if spec["config"] is not None:  # the other branches of the kernel compile too
+                plain = dict(spec["constexprs"], CAUSAL=False, BOTTOM_RIGHT=False, HAS_SEQLENS=False)
+                triton.compile(ASTSource(fn=spec["fn"], signature=spec["signature"], constexprs=plain,
+                                         attrs=spec["attrs"]),
+                               target=GPUTarget("cuda", spec["capability"], 32), options=spec["options"])
             assert k.metadata.shared <= target.shared_memory, (arch, spec["name"], k.metadata.shared)
             assert spilled == 0, (arch, spec["name"], regs, spilled)
             if spec["config"] is not None and target.capability >= 80:

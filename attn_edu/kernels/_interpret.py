@@ -44,7 +44,9 @@ def cpu_problem(built_interpreted: bool, device: object) -> "tuple | None":
             "the Triton kernel needs a CUDA GPU, or the CPU with the environment variable "
             "TRITON_INTERPRET=1 (Triton's interpreter; set it before importing triton); "
             f"got tensors on {device} and TRITON_INTERPRET unset")
-    if not (built_interpreted and library_interpreted()):
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is not None and not (built_interpreted and library_interpreted()):
         return RuntimeError, (
             "TRITON_INTERPRET=1 was set after triton had been imported: Triton 3.9 builds "
             "its own library (tl.max, tl.sum, ...) for the GPU at `import triton`, so "

@@ -74,7 +74,7 @@ from torch import Tensor
 from .. import _checks
 from ..masks import TilePlan, causal_offset
 from ..reference_torch import require_tensor
-from . import _interpret
+from . import _interpret, _targets
 from ._shared import LN2, LOG2E, padded_head_dim
 
 try:  # guarded: the rest of attn_edu never needs triton
@@ -494,17 +494,8 @@ else:  # pragma: no cover
 # ----------------------------------------------------------------------------
 def _cuda_dtype_problem(dtype_name: str, capability: Tuple[int, int]) -> Optional[str]:
     """Why the kernels cannot take ``dtype_name`` on a GPU of this compute capability
-    (None when they can). bfloat16 tensor-core math needs compute capability 8.0
-    (Ampere); on older GPUs such as Colab's T4 (7.5) Triton fails to compile it
-    ("Feature '.bf16' requires .target sm_80 or higher"), and Triton supports 8.0+."""
-    if dtype_name == "bfloat16" and tuple(capability) < (8, 0):
-        major, minor = capability
-        return (
-            f"bfloat16 needs a GPU of compute capability 8.0 or newer (Ampere, Ada, Hopper); "
-            f"got q, k, v of dtype bfloat16 on a GPU of compute capability {major}.{minor} "
-            "(e.g. a T4). Use float16 or float32 there: q.half() or q.float()."
-        )
-    return None
+    (None when they can): :func:`attn_edu.kernels._targets.cuda_dtype_problem`."""
+    return _targets.cuda_dtype_problem(dtype_name, capability)
 
 
 def check_triton_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
@@ -552,27 +543,12 @@ def check_triton_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
         if problem:
             raise TypeError(problem)
     elif q.device.type == "cpu":
-        if not interpret_mode():
-            raise ValueError(
-                "the Triton kernel needs a CUDA GPU, or the CPU with the environment variable "
-                "TRITON_INTERPRET=1 (Triton's interpreter; set it before importing triton); "
-                f"got tensors on {q.device} and TRITON_INTERPRET unset"
-            )
-        if HAS_TRITON and not (_BUILT_INTERPRETED and _interpret.library_interpreted()):
-            raise RuntimeError(
-                "TRITON_INTERPRET=1 was set after triton had been imported: Triton 3.9 builds "
-                "its own library (tl.max, tl.sum, ...) for the GPU at `import triton`, so "
-                "kernels cannot be interpreted in this process. Set TRITON_INTERPRET=1 before "
-                "anything imports triton (first line of the script, or restart the notebook "
-                "kernel)."
-            )
-        if dt == "bfloat16":
-            raise TypeError(
-                "bfloat16 is not supported by Triton's CPU interpreter (TRITON_INTERPRET=1): "
-                "Triton 3.9 multiplies the raw bit patterns of bfloat16 in tl.dot "
-                "(triton-lang/triton#11584); got q, k, v of dtype bfloat16 on the CPU. Use "
-                "float16 or float32 here, bfloat16 on a CUDA GPU."
-            )
+        failure = _interpret.cpu_problem(_BUILT_INTERPRETED, q.device)
+        if failure:
+            raise failure[0](failure[1])
+        problem = _targets.interpreter_dtype_problem(dt)
+        if problem:
+            raise TypeError(problem)
     else:
         raise ValueError(f"the Triton kernel runs on CUDA (or the CPU with TRITON_INTERPRET=1); "
                          f"got tensors on {q.device}")
