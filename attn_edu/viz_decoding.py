@@ -2,7 +2,7 @@
 
 * :func:`roofline_figure` / :func:`roofline_explorer` -- published GPU rooflines with
   attention workloads placed by their arithmetic intensity (a slider moves them);
-* :func:`draw_paged_cache` -- a :class:`~attn_edu.decoding.PagedKVCache`'s pool of pages
+* :func:`draw_paged_cache` -- a :class:`~attn_edu.decoding.paged.PagedKVCache`'s pool of pages
   and every sequence's block table (matplotlib);
 * :func:`occupancy_explorer` -- which SMs a decode step keeps busy as the keys are split;
 * :func:`paged_memory_explorer` -- paged vs. contiguous memory of a batch, by page size;
@@ -49,22 +49,24 @@ def _roofline_traces(workloads: Workloads, gpus: Dict[str, "decoding.GPUSpec"]) 
     xs = [float(w) for _, w in workloads]
     traces.append(go.Scatter(
         x=xs, y=[decoding.attainable_flops(w, first) / 1e12 for w in xs], mode="markers+text",
-        text=[label for label, _ in workloads], textposition="top left",
+        text=[label for label, _ in workloads], textposition="top center",
         marker=dict(size=11, color="black", symbol="diamond"), name=f"attention, on the {first.name} roof"))
     return traces
 
 
 def _roofline_layout(title: Optional[str]) -> dict:
     return dict(height=470, title=title,
-                xaxis=dict(type="log", title="arithmetic intensity (FLOPs per byte of memory traffic)"),
-                yaxis=dict(type="log", title="attainable TFLOP/s (published peaks)", range=[-1.5, 3.3]),
+                xaxis=dict(type="log", title="arithmetic intensity (FLOPs per byte of memory traffic)",
+                           range=[-1.2, 4.6], dtick=1),
+                yaxis=dict(type="log", title="attainable TFLOP/s (published peaks)", range=[-1.5, 3.7],
+                           dtick=1),
                 legend=dict(x=0.99, y=0.02, xanchor="right", yanchor="bottom", bgcolor="rgba(255,255,255,0.8)"))
 
 
 def roofline_figure(workloads: Workloads, gpus: Optional[Dict[str, "decoding.GPUSpec"]] = None,
                     title: Optional[str] = None):
     """One roofline plot: ``min(peak, intensity x bandwidth)`` for each GPU (published
-    figures, :data:`attn_edu.decoding.GPUS` by default) and ``workloads`` -- (label, FLOPs per
+    figures, ``attn_edu.decoding.GPUS`` by default) and ``workloads`` -- (label, FLOPs per
     byte) pairs -- marked on the first GPU's roof. Returns a plotly figure."""
     import plotly.graph_objects as go
 
@@ -156,16 +158,16 @@ def occupancy_explorer(programs: int, lk: int, num_sms: int = 132, splits: Seque
                 f"{keys} keys each; model time x{rel:.2f} of one split")
         return [go.Heatmap(z=per_sm.reshape(rows, columns), zmin=0, zmax=max(2, programs * max(splits) // num_sms),
                            colorscale=[[0, "#f0f0f0"], [0.01, "#c6dbef"], [1, "#08306b"]],
-                           colorbar=dict(title="programs"), xgap=2, ygap=2,
+                           colorbar=dict(title="programs", len=0.75, y=0.4), xgap=2, ygap=2,
                            hovertemplate="SM %{customdata}: %{z} program(s)<extra></extra>",
                            customdata=np.arange(rows * columns).reshape(rows, columns)),
-                go.Scatter(x=[columns / 2 - 0.5], y=[rows + 0.4], mode="text", text=[text],
+                go.Scatter(x=[(columns - 1) / 2], y=[-1.4], mode="text", text=[text],
                            textfont=dict(size=13), showlegend=False)]
 
     return sweep_figure(list(splits), traces, slider_label="num_splits", value_format="{:d}",
-                        layout=dict(height=420, title=title,
-                                    xaxis=dict(visible=False), yaxis=dict(visible=False, range=[-0.6, rows + 1]),
-                                    margin=dict(t=60)))
+                        layout=dict(height=440, title=title, xaxis=dict(visible=False),
+                                    yaxis=dict(visible=False, range=[rows - 0.4, -2.3]),
+                                    margin=dict(t=40 if title else 20)))
 
 
 # --------------------------------------------------------------------------- paged memory
@@ -174,7 +176,7 @@ def paged_memory_explorer(lengths: Sequence[int], max_len: int, token_bytes: int
                           initial_index: Optional[int] = None):
     """Memory of a batch, contiguous max-length reservation vs. a paged cache, by page size.
 
-    Each frame measures :func:`attn_edu.decoding.paged_vs_contiguous` (a real cache) and
+    Each frame measures :func:`attn_edu.decoding.paged.paged_vs_contiguous` (a real cache) and
     draws two stacked bars in GiB (slots x ``token_bytes``): tokens + unused reservation,
     and tokens + internal fragmentation, with the block-table entries in the label. The
     slider starts at a page of 16 tokens when offered (vLLM's default).
@@ -226,7 +228,7 @@ def _quant_layout(title: Optional[str]) -> dict:
 
 def quantization_figure(q, k, v, fmt: str = "int8", group_size: Optional[int] = None,
                         title: Optional[str] = None):
-    """Bars: :func:`attn_edu.decoding.attention_error` with only the keys or only the values
+    """Bars: :func:`attn_edu.decoding.quantize.attention_error` with only the keys or only the values
     stored as ``fmt``, scaled per channel or per token. Returns a plotly figure."""
     import plotly.graph_objects as go
 

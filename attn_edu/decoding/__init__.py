@@ -1,7 +1,7 @@
 r"""Attention at inference time (chapter 13): what a decoder does with its KV cache.
 
 * :mod:`~attn_edu.decoding.roofline` -- prefill vs. decode arithmetic intensity, the
-  roofline, published GPU and model figures (:data:`GPUS`, :data:`MODELS`), KV bytes per
+  roofline, published GPU and model figures (``GPUS``, ``MODELS``), KV bytes per
   token for MHA / GQA / MQA / MLA;
 * :mod:`~attn_edu.decoding.split_kv` -- split-KV decoding (Flash-Decoding):
   :func:`split_kv_attention` and :func:`merge_partials`, built on chapter 09's merge of

@@ -16,7 +16,7 @@ page is shared first copies that page, so the other sequences never see the new 
 
 :meth:`PagedKVCache.attention` reads the keys page by page, through the block table,
 without gathering them into one array: each page's partial output and log-sum-exp are
-merged with :func:`attn_edu.decoding.merge_partials` (split-KV decoding with the pages
+merged with :func:`attn_edu.decoding.split_kv.merge_partials` (split-KV decoding with the pages
 as the chunks). Explained in chapter 13.
 """
 from __future__ import annotations
@@ -58,7 +58,7 @@ class PagedKVCache:
       ``t_q`` positions (bottom-right causal, grouped heads when H_q is a multiple of
       H_kv) -> (H_q, t_q, d_v);
     * :meth:`slot`, :meth:`block_table`, :meth:`gather`, :meth:`length`, and the memory
-      counts :attr:`num_used_pages`, :attr:`num_free_pages`, :attr:`page_bytes`,
+      counts ``num_used_pages``, ``num_free_pages``, ``page_bytes``,
       :meth:`memory_used`, ``copies`` (copy-on-write copies made).
 
     Errors: ``ValueError`` for an unknown or freed sequence and for shapes that do not
@@ -104,16 +104,16 @@ class PagedKVCache:
 
     @property
     def page_bytes(self) -> int:
-        """Bytes of one page: keys and values of ``page_size`` tokens, every K/V head."""
+        """The bytes of one page (keys and values of ``page_size`` tokens, every K/V head)."""
         return self.num_kv_heads * self.page_size * (self.head_dim + self.head_dim_v) * self.dtype.itemsize
 
     @property
     def token_bytes(self) -> int:
-        """Bytes of one token's keys and values (every K/V head)."""
+        """The bytes of one token's keys and values (every K/V head)."""
         return self.page_bytes // self.page_size
 
     def memory_used(self) -> int:
-        """Bytes of the pages in use (a shared page counts once)."""
+        """The bytes of the pages in use (a shared page counts once)."""
         return self.num_used_pages * self.page_bytes
 
     @property
@@ -269,7 +269,7 @@ class PagedKVCache:
         alignment). Returns (H_q, t_q, d_v): what
         :func:`attn_edu.reference.scaled_dot_product_attention` gives on :meth:`gather`'s
         keys with ``causal="bottom_right", enable_gqa=True``. Each page is one chunk of
-        split-KV decoding (:func:`~attn_edu.decoding.merge_partials`).
+        split-KV decoding (:func:`~attn_edu.decoding.split_kv.merge_partials`).
         """
         n = self.length(seq)
         if is_torch_tensor(q):

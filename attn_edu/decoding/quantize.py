@@ -15,7 +15,7 @@ not, and quantizes keys per channel and values per token. The error each choice 
 in the attention output is measured in chapter 13 with :func:`attention_error`.
 
 ``fmt`` names a format: ``"int8"`` .. ``"int2"`` (``"int<b>"``), or ``"fp8_e4m3"`` (the
-float8 of :func:`torch.float8_e4m3fn`, largest value 448, 3 mantissa bits; needs torch),
+float8 of ``torch.float8_e4m3fn``, largest value 448, 3 mantissa bits; needs torch),
 or ``None`` for no quantization. NumPy in, NumPy out; computed in float64.
 """
 from __future__ import annotations
@@ -108,7 +108,7 @@ def fake_quantize(x: np.ndarray, fmt: Optional[str], per: str = "channel",
     """``x`` (..., L, d) stored in format ``fmt`` and read back, in float64.
 
     ``fmt``: ``None`` (unchanged), ``"int8"`` .. ``"int2"`` (:func:`quantize` with that
-    many bits) or ``"fp8_e4m3"`` (scaled so the group's max |x| maps to 448, cast to
+    many bits) or ``"fp8_e4m3"`` (scaled so the group's largest magnitude maps to 448, cast to
     ``torch.float8_e4m3fn`` and back; the scaling ``per`` and ``group_size`` as for ints).
     """
     x = np.asarray(x, dtype=np.float64)

@@ -29,7 +29,7 @@ class RingKVCache:
     * :meth:`attention` ``(q)``: ``q`` (H_q, 1, d) for the newest position -> (H_q, 1, d_v),
       equal to attention over the last ``min(window, length)`` keys, i.e. the last row of
       full attention with :func:`attn_edu.masks.sliding_window_mask`;
-    * :attr:`length` (positions seen), :attr:`nbytes` (constant: the ring's size).
+    * ``length`` (positions seen), ``nbytes`` (constant: the ring's size).
 
     NumPy arrays; H_q a multiple of H_kv (grouped heads). Explained in chapter 13.
     """
@@ -48,7 +48,7 @@ class RingKVCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the ring holds: the same after 10 tokens or 10 million."""
+        """The bytes the ring holds, the same after 10 tokens or 10 million."""
         return self.k.nbytes + self.v.nbytes
 
     def append(self, k: np.ndarray, v: np.ndarray) -> None:

@@ -15,7 +15,7 @@ it is memory-bound. Decoding (``L_q = 1``) has intensity about ``2g / s``: one F
 byte for multi-head attention in 16-bit, ``g`` for grouped-query attention -- far below
 every ridge point. Prefill (``L_q = L_k = n``) grows with ``n``.
 
-:data:`GPUS` and :data:`MODELS` hold **published** figures (datasheets and papers, cited
+``GPUS`` and ``MODELS`` hold **published** figures (datasheets and papers, cited
 in the book); nothing here is measured. Explained in chapter 13.
 """
 from __future__ import annotations

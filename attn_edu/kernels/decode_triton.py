@@ -18,9 +18,9 @@ splits the keys into ``num_splits`` chunks:
 2. ``_reduce_kernel``, one program per (batch, query head, query): the merge of
    chapter 09 across the chunks, :math:`o = \sum_c e^{\operatorname{lse}_c -
    \operatorname{lse}} o_c` with :math:`\operatorname{lse} = \log\sum_c
-   e^{\operatorname{lse}_c}` -- :func:`attn_edu.decoding.merge_partials` in one kernel.
+   e^{\operatorname{lse}_c}` -- :func:`attn_edu.decoding.split_kv.merge_partials` in one kernel.
 
-Chunks start on ``BLOCK_N`` boundaries (:func:`attn_edu.decoding.chunk_size`). Optional
+Chunks start on ``BLOCK_N`` boundaries (:func:`attn_edu.decoding.split_kv.chunk_size`). Optional
 per-sequence cache lengths ``seqlens`` (B,) let a batch of different lengths share one
 padded cache; splits past a sequence's end are empty. Causal alignment is per sequence:
 bottom-right (the queries are the last ``L_q`` positions of each sequence, what decoding
@@ -28,7 +28,7 @@ needs) or top-left. Batch and head offsets are computed in 64-bit, so caches pas
 2^31 elements are addressed correctly.
 
 Launch configurations (``BLOCK_N``, ``num_warps``, ``num_stages``) are listed per GPU
-target in :data:`DECODE_CONFIGS` and chosen by :func:`pick_config`;
+target in ``DECODE_CONFIGS`` and chosen by :func:`pick_config`;
 :func:`compile_specs` lists everything there is to compile ahead of time for a target
 (``triton.compile`` with a ``GPUTarget``, no GPU needed). The L_q = 1 benchmark
 against PyTorch's SDPA lives with the other benchmarks (:func:`attn_edu.bench.decode_sweep`).
@@ -173,31 +173,33 @@ def _split_kernel(Q, K, V, SeqLens, OPart, LsePart,
 @_jit
 def _reduce_kernel(OPart, LsePart, Out, Lse,
                    stride_ob, stride_oh, stride_om, stride_od,
-                   HQ, LQ, NUM_SPLITS,
-                   HEAD_DV: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr):
+                   HQ, LQ, NUM_SPLITS, HEAD_DV: tl.constexpr,
+                   BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr):
     """One program = one query row (b, h, i): merge its NUM_SPLITS partials.
 
-    Out (B, H_q, L_q, HEAD_DV) in the input dtype; Lse (B * H_q * L_q,) float32, base 2.
+    Out (B, H_q, L_q, HEAD_DV), input dtype; Lse (B*H_q*L_q,) float32, base 2.
     """
     row = tl.program_id(0).to(tl.int64)
-    off_b = row // (HQ * LQ)
-    off_h = (row // LQ) % HQ
-    qi = row % LQ
-    offs_s = tl.arange(0, BLOCK_S)
+    off_b, off_h, qi = row // (HQ * LQ), (row // LQ) % HQ, row % LQ
+    offs_s = tl.arange(0, BLOCK_S)  # (BLOCK_S,) the splits
     offs_dv = tl.arange(0, BLOCK_DV)
     s_ok = offs_s < NUM_SPLITS
-    lse = tl.load(LsePart + row * NUM_SPLITS + offs_s, mask=s_ok, other=float("-inf"))  # (BLOCK_S,)
-    m = tl.max(lse, 0)
+    part = row * NUM_SPLITS + offs_s  # (BLOCK_S,) this row's partials
+    lse = tl.load(LsePart + part, mask=s_ok, other=float("-inf"))
+    m = tl.max(lse, 0)  # the largest lse_c; -inf when every split is empty
     m_safe = tl.where(m == float("-inf"), 0.0, m)
-    w = tl.math.exp2(lse - m_safe)  # (BLOCK_S,): e^(lse_c - max), 0 for an empty split
+    w = tl.math.exp2(lse - m_safe)  # e^(lse_c - m): 0 for an empty split
     total = tl.sum(w, 0)
-    o = tl.load(OPart + (row * NUM_SPLITS + offs_s)[:, None] * HEAD_DV + offs_dv[None, :],
-                mask=s_ok[:, None] & (offs_dv[None, :] < HEAD_DV), other=0.0)  # (BLOCK_S, BLOCK_DV)
+    o = tl.load(OPart + part[:, None] * HEAD_DV + offs_dv[None, :],
+                mask=s_ok[:, None] & (offs_dv[None, :] < HEAD_DV),
+                other=0.0)  # (BLOCK_S, BLOCK_DV) the partial outputs
     t_safe = tl.where(total == 0.0, 1.0, total)
-    out = tl.sum(w[:, None] * o, 0) / t_safe  # (BLOCK_DV,); a row no split covers: 0
-    tl.store(Out + off_b * stride_ob + off_h * stride_oh + qi * stride_om + offs_dv * stride_od,
-             out.to(Out.dtype.element_ty), mask=offs_dv < HEAD_DV)
-    tl.store(Lse + row, tl.where(total == 0.0, float("-inf"), m_safe + tl.math.log2(t_safe)))
+    out = tl.sum(w[:, None] * o, 0) / t_safe  # (BLOCK_DV,); no split: 0
+    out_ptrs = (Out + off_b * stride_ob + off_h * stride_oh
+                + qi * stride_om + offs_dv * stride_od)
+    tl.store(out_ptrs, out.to(Out.dtype.element_ty), mask=offs_dv < HEAD_DV)
+    lse_out = m_safe + tl.math.log2(t_safe)
+    tl.store(Lse + row, tl.where(total == 0.0, float("-inf"), lse_out))
 
 
 # ----------------------------------------------------------------------------
@@ -213,7 +215,7 @@ class DecodeConfig:
 
 
 #: Split-kernel configurations per target (compute capability major*10+minor of the
-#: families in :data:`attn_edu.kernels._targets.TARGETS`): ``[for head dims > 64, for <= 64]``.
+#: families in ``attn_edu.kernels._targets.TARGETS``): ``[for head dims > 64, for <= 64]``.
 #: :func:`pick_config` chooses one and :func:`compile_specs` compiles it ahead of time.
 #: sm_80/sm_90a: tensor cores (``mma.sync``) and a 3-stage ``cp.async`` pipeline in 70 KiB
 #: of shared memory (it also fits the 99 KiB of sm_86/sm_89 GPUs). sm_75 (a T4): Triton
@@ -232,7 +234,7 @@ REDUCE_NUM_WARPS = 4
 
 
 def _family(capability: Union[int, Tuple[int, int]]) -> int:
-    """The :data:`DECODE_CONFIGS` key for a compute capability: 90 for 9.0 and newer, 80 for
+    """The ``DECODE_CONFIGS`` key for a compute capability: 90 for 9.0 and newer, 80 for
     8.x (A100, A10, L4, RTX 30xx/40xx), 75 below."""
     cc = capability[0] * 10 + capability[1] if isinstance(capability, tuple) else int(capability)
     return 90 if cc >= 90 else 80 if cc >= 80 else 75
@@ -240,7 +242,7 @@ def _family(capability: Union[int, Tuple[int, int]]) -> int:
 
 def pick_config(capability: Union[int, Tuple[int, int], None], head_dim: int) -> DecodeConfig:
     """The launch configuration for a GPU of ``capability`` (None: the interpreter) and a
-    (padded) head dimension: :data:`DECODE_CONFIGS`' first entry above 64, second otherwise."""
+    (padded) head dimension: ``DECODE_CONFIGS``' first entry above 64, second otherwise."""
     if capability is None:
         return INTERPRET_CONFIG
     configs = DECODE_CONFIGS[_family(capability)]
@@ -291,7 +293,7 @@ def check_decode_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
 
     Shared checks come from ``attn_edu._checks`` (the reference's words); then the
     kernel's limits: 4-D (B, H, L, D) tensors with the same B, H_q a multiple of H_kv
-    (with ``enable_gqa=True``), dtype in :data:`SUPPORTED_DTYPES` (bfloat16 only on compute
+    (with ``enable_gqa=True``), dtype in ``SUPPORTED_DTYPES`` (bfloat16 only on compute
     capability >= 8.0, never interpreted), ``1 <= d_k, d_v <= 128``, ``seqlens`` an integer
     tensor (B,) on the same device with values in ``0 .. L_k``, and a CUDA device (or the
     CPU with ``TRITON_INTERPRET=1``).
@@ -367,7 +369,7 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
         return_lse: also return the natural-log log-sum-exp (B, H_q, L_q), float32.
 
     Returns ``out`` (B, H_q, L_q, d_v) in the input dtype (and ``lse``). Forward only.
-    Equal to :func:`attn_edu.decoding.split_kv_attention` within the tolerance rule.
+    Equal to :func:`attn_edu.decoding.split_kv.split_kv_attention` within the tolerance rule.
     """
     align, s, group = check_decode_inputs(q, k, v, causal, scale, seqlens, enable_gqa)
     B, HQ, LQ, DK = q.shape
@@ -420,7 +422,7 @@ def compile_specs(arch: str = "sm_90a", dtype: str = "float16", head_dim: int = 
     """What to hand ``triton.compile`` to build this kernel for ``arch`` without a GPU.
 
     Two entries: the split kernel in the configuration :func:`pick_config` launches for
-    ``head_dim`` on ``arch`` (a key of :data:`attn_edu.kernels._targets.TARGETS`), and the
+    ``head_dim`` on ``arch`` (a key of ``attn_edu.kernels._targets.TARGETS``), and the
     reduction. Each is a dict with ``name``, ``fn`` (the ``JITFunction``), ``signature``,
     ``constexprs`` and ``attrs`` (for ``triton.compiler.ASTSource``), ``options``
     (``num_warps``, ``num_stages``), ``config`` and ``capability`` (for
