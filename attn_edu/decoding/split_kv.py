@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import _checks, precision
 from ..flash import flash_attention
-from ..reference import uses_torch
+from ..reference import is_torch_tensor, uses_torch
 
 __all__ = ["chunk_size", "split_bounds", "split_kv_attention", "merge_partials"]
 
@@ -68,7 +68,7 @@ def split_bounds(lk: int, num_splits: int, multiple: int = 1) -> List[Tuple[int,
 
 def _neg_inf_to_zero_weight(lse: Array) -> Array:
     """``l`` of a chunk whose statistics are ``(m, l) = (lse, 1)``: 0 where it is empty."""
-    if uses_torch(lse, lse, lse):
+    if is_torch_tensor(lse):
         import torch
 
         return (~torch.isneginf(lse)).to(lse.dtype)
@@ -96,7 +96,7 @@ def merge_partials(outs: Sequence[Array], lses: Sequence[Array]) -> Tuple[Array,
     l = _neg_inf_to_zero_weight(m)
     for o_c, lse_c in zip(outs[1:], lses[1:]):
         m, l, o = precision.merge_softmax_stats(m, l, o, lse_c, _neg_inf_to_zero_weight(lse_c), o_c)
-    if uses_torch(m, m, m):
+    if is_torch_tensor(m):
         import torch
 
         lse = m + torch.log(l)  # l = 0 only where m = -inf: -inf + -inf = -inf

@@ -12,13 +12,17 @@ splits the keys into ``num_splits`` chunks:
    that head -- the ``g = H_q / H_kv`` query heads of its group times the ``L_q``
    queries, packed into one block of ``BLOCK_M >= 16`` rows (grouped-query attention
    reads each K/V tile once for the whole group). It runs chapter 09's online softmax
-   over its chunk in blocks of ``BLOCK_N`` keys and writes a partial output ``o_c``
-   (float32, normalised) and its log-sum-exp ``lse_c``; an empty or fully masked chunk
-   writes ``o_c = 0``, ``lse_c = -inf``.
-2. ``_reduce_kernel``, one program per (batch, query head, query): the merge of
-   chapter 09 across the chunks, :math:`o = \sum_c e^{\operatorname{lse}_c -
-   \operatorname{lse}} o_c` with :math:`\operatorname{lse} = \log\sum_c
-   e^{\operatorname{lse}_c}` -- :func:`attn_edu.decoding.split_kv.merge_partials` in one kernel.
+   over its chunk in blocks of ``BLOCK_N`` keys and writes the chunk's softmax state
+   (float32): running max ``m_c``, sum ``l_c`` and normalised output ``o_c``; an empty
+   or fully masked chunk writes ``m_c = -inf``, ``l_c = 0``, ``o_c = 0``.
+2. ``_reduce_kernel``, one program per (batch, query head, query): chapter 09's merge
+   of (m, l, o) states across the chunks, with ``M = max_c m_c``,
+   :math:`w_c = \ell_c e^{m_c - M}`, :math:`o = \sum_c w_c o_c / \sum_c w_c` and
+   :math:`\operatorname{lse} = M + \log \sum_c w_c` --
+   :func:`attn_edu.precision.merge_softmax_stats` over all chunks at once. (Keeping
+   ``m_c`` and ``l_c`` apart, rather than one ``lse_c = m_c + log l_c`` as
+   :func:`attn_edu.decoding.split_kv.merge_partials` takes, spares float32 the rounding
+   of ``exp(lse_c - lse)``, whose relative error grows with ``|lse_c|``.)
 
 Chunks start on ``BLOCK_N`` boundaries (:func:`attn_edu.decoding.split_kv.chunk_size`). Optional
 per-sequence cache lengths ``seqlens`` (B,) let a batch of different lengths share one
@@ -86,7 +90,7 @@ def _jit(fn):
 # Kernels
 # ----------------------------------------------------------------------------
 @_jit
-def _split_kernel(Q, K, V, SeqLens, OPart, LsePart,
+def _split_kernel(Q, K, V, SeqLens, OPart, MPart, LPart,
                   stride_qb, stride_qh, stride_qm, stride_qd,
                   stride_kb, stride_kh, stride_kn, stride_kd,
                   stride_vb, stride_vh, stride_vn, stride_vd,
@@ -99,8 +103,8 @@ def _split_kernel(Q, K, V, SeqLens, OPart, LsePart,
     """One program = one chunk of keys x one (batch, K/V head) x one block of query rows.
 
     Row r of the block is query ``r % LQ`` of query head ``kv_head * GROUP + r // LQ``.
-    Writes OPart (B, H_q, L_q, NUM_SPLITS, HEAD_DV) and LsePart (B, H_q, L_q, NUM_SPLITS),
-    float32, contiguous; the lse in base 2.
+    Writes OPart (B, H_q, L_q, NUM_SPLITS, HEAD_DV), MPart and LPart (B, H_q, L_q,
+    NUM_SPLITS), float32, contiguous: the chunk's (m, l, o) state, m in base 2.
     """
     # 1. who am I: a split, a (batch, K/V head), a block of packed query rows
     split = tl.program_id(0)
@@ -159,23 +163,21 @@ def _split_kernel(Q, K, V, SeqLens, OPart, LsePart,
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=INPUT_PRECISION)
         m_i = m_new
 
-    # 5. this split's partial: normalised output and base-2 lse (0 and -inf when empty)
-    empty = l_i == 0.0
-    l_safe = tl.where(empty, 1.0, l_i)
-    o = acc / l_safe[:, None]
-    lse = tl.where(empty, float("-inf"), m_i + tl.math.log2(l_safe))
+    # 5. this split's state (m, l, o): o normalised, m in base 2 (-inf, 0, 0 if empty)
+    o = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     part = ((off_b * (HKV * GROUP) + head) * LQ + qi) * NUM_SPLITS + split  # (BLOCK_M,) int64
     tl.store(OPart + part[:, None] * HEAD_DV + offs_dv[None, :], o,
              mask=row_ok[:, None] & (offs_dv[None, :] < HEAD_DV))
-    tl.store(LsePart + part, lse, mask=row_ok)
+    tl.store(MPart + part, m_i, mask=row_ok)
+    tl.store(LPart + part, l_i, mask=row_ok)
 
 
 @_jit
-def _reduce_kernel(OPart, LsePart, Out, Lse,
+def _reduce_kernel(OPart, MPart, LPart, Out, Lse,
                    stride_ob, stride_oh, stride_om, stride_od,
                    HQ, LQ, NUM_SPLITS, HEAD_DV: tl.constexpr,
                    BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr):
-    """One program = one query row (b, h, i): merge its NUM_SPLITS partials.
+    """One program = one query row (b, h, i): merge its NUM_SPLITS states.
 
     Out (B, H_q, L_q, HEAD_DV), input dtype; Lse (B*H_q*L_q,) float32, base 2.
     """
@@ -184,15 +186,16 @@ def _reduce_kernel(OPart, LsePart, Out, Lse,
     offs_s = tl.arange(0, BLOCK_S)  # (BLOCK_S,) the splits
     offs_dv = tl.arange(0, BLOCK_DV)
     s_ok = offs_s < NUM_SPLITS
-    part = row * NUM_SPLITS + offs_s  # (BLOCK_S,) this row's partials
-    lse = tl.load(LsePart + part, mask=s_ok, other=float("-inf"))
-    m = tl.max(lse, 0)  # the largest lse_c; -inf when every split is empty
-    m_safe = tl.where(m == float("-inf"), 0.0, m)
-    w = tl.math.exp2(lse - m_safe)  # e^(lse_c - m): 0 for an empty split
+    part = row * NUM_SPLITS + offs_s  # (BLOCK_S,) this row's states
+    m = tl.load(MPart + part, mask=s_ok, other=float("-inf"))
+    ell = tl.load(LPart + part, mask=s_ok, other=0.0)
+    m_max = tl.max(m, 0)  # -inf when every split is empty
+    m_safe = tl.where(m_max == float("-inf"), 0.0, m_max)
+    w = ell * tl.math.exp2(m - m_safe)  # l_c e^(m_c - M): 0 for an empty split
     total = tl.sum(w, 0)
     o = tl.load(OPart + part[:, None] * HEAD_DV + offs_dv[None, :],
                 mask=s_ok[:, None] & (offs_dv[None, :] < HEAD_DV),
-                other=0.0)  # (BLOCK_S, BLOCK_DV) the partial outputs
+                other=0.0)  # (BLOCK_S, BLOCK_DV) the normalised outputs
     t_safe = tl.where(total == 0.0, 1.0, total)
     out = tl.sum(w[:, None] * o, 0) / t_safe  # (BLOCK_DV,); no split: 0
     out_ptrs = (Out + off_b * stride_ob + off_h * stride_oh
@@ -390,12 +393,13 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
         raise ValueError(f"num_splits must be at most {MAX_SPLITS}; got {num_splits}")
     chunk = chunk_size(LK, num_splits, cfg.block_n)
     o_part = torch.empty((B, HQ, LQ, num_splits, DV), dtype=torch.float32, device=q.device)
-    lse_part = torch.empty((B, HQ, LQ, num_splits), dtype=torch.float32, device=q.device)
+    m_part = torch.empty((B, HQ, LQ, num_splits), dtype=torch.float32, device=q.device)
+    l_part = torch.empty_like(m_part)  # (B, H_q, L_q, splits): each chunk's (m, l)
     lens = (seqlens.to(device=q.device, dtype=torch.int32) if seqlens is not None
             else torch.empty(1, dtype=torch.int32, device=q.device))  # unused without seqlens
     extra = {} if capability is None else dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     _split_kernel[(num_splits, B * HKV, row_blocks)](
-        q, k, v, lens, o_part, lse_part, *q.stride(), *k.stride(), *v.stride(),
+        q, k, v, lens, o_part, m_part, l_part, *q.stride(), *k.stride(), *v.stride(),
         HKV, LQ, LK, chunk, num_splits, s * _LOG2E,
         GROUP=group, HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=_padded(DK), BLOCK_DV=_padded(DV),
         BLOCK_M=block_m, BLOCK_N=cfg.block_n, CAUSAL=align is not None,
@@ -403,7 +407,7 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", **extra)
     lse2 = torch.empty((B * HQ * LQ,), dtype=torch.float32, device=q.device)
     _reduce_kernel[(B * HQ * LQ,)](
-        o_part, lse_part, out, lse2, *out.stride(), HQ, LQ, num_splits,
+        o_part, m_part, l_part, out, lse2, *out.stride(), HQ, LQ, num_splits,
         HEAD_DV=DV, BLOCK_S=max(2, _pow2(num_splits)), BLOCK_DV=_padded(DV),
         **({} if capability is None else dict(num_warps=REDUCE_NUM_WARPS)))
     if return_lse:
@@ -458,7 +462,7 @@ def compile_specs(arch: str = "sm_90a", dtype: str = "float16", head_dim: int = 
     block_m = block_m_for(group, lq)
     cfg = pick_config(target.capability, d)
     ones = ("stride_qd", "stride_kd", "stride_vd") + (("LQ",) if lq == 1 else ())
-    divisible = ["Q", "K", "V", "SeqLens", "OPart", "LsePart", "CHUNK"]
+    divisible = ["Q", "K", "V", "SeqLens", "OPart", "MPart", "LPart", "CHUNK"]
     if d % 16 == 0:
         divisible += ["stride_qb", "stride_qh", "stride_qm", "stride_kb", "stride_kh", "stride_kn",
                       "stride_vb", "stride_vh", "stride_vn"]
@@ -469,15 +473,17 @@ def compile_specs(arch: str = "sm_90a", dtype: str = "float16", head_dim: int = 
     split = dict(name=f"_split_kernel[BLOCK_M={block_m},BLOCK_N={cfg.block_n},warps={cfg.num_warps},"
                       f"stages={cfg.num_stages}]", fn=_split_kernel, config=cfg,
                  signature=_signature(_split_kernel, consts, Q="*" + tdt, K="*" + tdt, V="*" + tdt,
-                                      SeqLens="*i32", OPart="*fp32", LsePart="*fp32", qk_scale="fp32"),
+                                      SeqLens="*i32", OPart="*fp32", MPart="*fp32", LPart="*fp32",
+                                      qk_scale="fp32"),
                  constexprs=consts, attrs=_divisible(_split_kernel, divisible),
                  options=dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages),
                  capability=target.capability)
     consts = dict(HEAD_DV=d, BLOCK_S=16, BLOCK_DV=_padded(d), stride_od=1)
     reduce = dict(name="_reduce_kernel[BLOCK_S=16]", fn=_reduce_kernel, config=None,
-                  signature=_signature(_reduce_kernel, consts, OPart="*fp32", LsePart="*fp32",
-                                       Out="*" + tdt, Lse="*fp32"),
-                  constexprs=consts, attrs=_divisible(_reduce_kernel, ["OPart", "LsePart", "Out", "Lse"]),
+                  signature=_signature(_reduce_kernel, consts, OPart="*fp32", MPart="*fp32",
+                                       LPart="*fp32", Out="*" + tdt, Lse="*fp32"),
+                  constexprs=consts,
+                  attrs=_divisible(_reduce_kernel, ["OPart", "MPart", "LPart", "Out", "Lse"]),
                   options=dict(num_warps=REDUCE_NUM_WARPS, num_stages=1), capability=target.capability)
     return [split, reduce]
 
