@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-__all__ = ["Target", "TARGETS", "cuda_dtype_problem", "interpreter_dtype_problem"]
+__all__ = ["Target", "TARGETS", "cuda_dtype_problem", "interpreter_dtype_problem", "check_runnable"]
 
 
 @dataclass(frozen=True)
@@ -58,3 +58,32 @@ def interpreter_dtype_problem(dtype_name: str) -> Optional[str]:
             "float16 or float32 here, bfloat16 on a CUDA GPU."
         )
     return None
+
+
+def check_runnable(device: object, dtype_name: str, built_interpreted: bool, what: str = "the Triton kernel") -> None:
+    """Raise the error that says why ``what`` cannot run on ``device`` (a ``torch.device``)
+    with inputs of ``dtype_name``; return quietly when it can.
+
+    CUDA: bfloat16 needs compute capability 8.0 (:func:`cuda_dtype_problem`). CPU: the
+    interpreter must be on, and on in time (:func:`attn_edu.kernels._interpret.cpu_problem`;
+    ``built_interpreted`` is how the kernel module was decorated), and takes no bfloat16.
+    Anything else: a ValueError.
+    """
+    from . import _interpret
+
+    kind = getattr(device, "type", str(device))
+    if kind == "cuda":
+        import torch
+
+        problem = cuda_dtype_problem(dtype_name, torch.cuda.get_device_capability(device))
+        if problem:
+            raise TypeError(problem)
+    elif kind == "cpu":
+        failure = _interpret.cpu_problem(built_interpreted, device)
+        if failure:
+            raise failure[0](failure[1])
+        problem = interpreter_dtype_problem(dtype_name)
+        if problem:
+            raise TypeError(problem)
+    else:
+        raise ValueError(f"{what} runs on CUDA (or the CPU with TRITON_INTERPRET=1); got tensors on {device}")

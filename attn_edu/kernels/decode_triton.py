@@ -330,20 +330,7 @@ def check_decode_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
         if seqlens.numel() and (int(seqlens.min()) < 0 or int(seqlens.max()) > k.shape[2]):
             raise ValueError(f"seqlens must lie in 0 .. L_k = {k.shape[2]} (keys past a sequence's "
                              f"length are ignored); got {seqlens.tolist()}")
-    if q.device.type == "cuda":
-        problem = _targets.cuda_dtype_problem(dt, torch.cuda.get_device_capability(q.device))
-        if problem:
-            raise TypeError(problem)
-    elif q.device.type == "cpu":
-        failure = _interpret.cpu_problem(_BUILT_INTERPRETED, q.device)
-        if failure:
-            raise failure[0](failure[1])
-        problem = _targets.interpreter_dtype_problem(dt)
-        if problem:
-            raise TypeError(problem)
-    else:
-        raise ValueError(f"the Triton decode kernel runs on CUDA (or the CPU with TRITON_INTERPRET=1); "
-                         f"got tensors on {q.device}")
+    _targets.check_runnable(q.device, dt, _BUILT_INTERPRETED, "the Triton decode kernel")
     if not HAS_TRITON:  # pragma: no cover
         raise ImportError("the Triton decode kernel needs the triton package: pip install triton")
     return _checks.check_causal(causal), _checks.check_scale(scale, q.shape[-1]), group

@@ -538,20 +538,7 @@ def check_triton_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
                 f"inside to a power of two >= 16); got {name} = {d}. Use "
                 "attn_edu.flash_attention or torch's scaled_dot_product_attention for larger heads."
             )
-    if q.device.type == "cuda":
-        problem = _cuda_dtype_problem(dt, torch.cuda.get_device_capability(q.device))
-        if problem:
-            raise TypeError(problem)
-    elif q.device.type == "cpu":
-        failure = _interpret.cpu_problem(_BUILT_INTERPRETED, q.device)
-        if failure:
-            raise failure[0](failure[1])
-        problem = _targets.interpreter_dtype_problem(dt)
-        if problem:
-            raise TypeError(problem)
-    else:
-        raise ValueError(f"the Triton kernel runs on CUDA (or the CPU with TRITON_INTERPRET=1); "
-                         f"got tensors on {q.device}")
+    _targets.check_runnable(q.device, dt, _BUILT_INTERPRETED)
     if not HAS_TRITON:  # pragma: no cover
         raise ImportError("the Triton kernel needs the triton package: pip install triton")
     align = _checks.check_causal(causal)
