@@ -95,18 +95,18 @@ def test_float32_meets_the_tolerance_rule_and_keeps_its_dtype():
 
 def test_torch_twin_float64_and_float32():
     torch = pytest.importorskip("torch")
-    from attn_edu import torch_ops
+    from attn_edu import reference_torch
 
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(s, generator=g, dtype=torch.float64) for s in [(2, 4, 2, 8), (2, 2, 13, 8), (2, 2, 13, 6)])
     mask = torch.rand(2, 1, 2, 13, generator=g) > 0.3
     out, lse = split_kv_attention(q, k, v, 5, mask=mask, causal="bottom_right", enable_gqa=True, return_lse=True)
-    gold = torch_ops.scaled_dot_product_attention(q, k, v, mask=mask, causal="bottom_right", enable_gqa=True)
+    gold = reference_torch.scaled_dot_product_attention(q, k, v, mask=mask, causal="bottom_right", enable_gqa=True)
     assert isinstance(out, torch.Tensor) and (out - gold).abs().max() <= 1e-10 and lse.shape == (2, 4, 2)
     q32, k32, v32 = q.float(), k.float(), v.float()
     out32 = split_kv_attention(q32, k32, v32, 3, causal=True, enable_gqa=True)
-    naive = torch_ops.scaled_dot_product_attention(q32, k32, v32, causal=True, enable_gqa=True)
-    gold = torch_ops.scaled_dot_product_attention(q, k, v, causal=True, enable_gqa=True)
+    naive = reference_torch.scaled_dot_product_attention(q32, k32, v32, causal=True, enable_gqa=True)
+    gold = reference_torch.scaled_dot_product_attention(q, k, v, causal=True, enable_gqa=True)
     assert out32.dtype == torch.float32
     assert_close_to_reference(out32, gold, naive)
 

@@ -21,7 +21,7 @@ if not CUDA:
 if importlib.util.find_spec("triton") is None:
     pytest.skip("triton is not installed", allow_module_level=True)
 
-from attn_edu import decoding, torch_ops  # noqa: E402
+from attn_edu import decoding, reference_torch  # noqa: E402
 from attn_edu.kernels import decode_triton as dt  # noqa: E402
 from attn_edu.testing import assert_close_to_reference  # noqa: E402
 
@@ -40,13 +40,13 @@ def _inputs(b, hq, hkv, lq, lk, d, dv, dtype, seed=0):
 
 
 def _gold_and_naive(q, k, v, causal, dtype, seqlens=None):
-    """torch_ops in float64 (gold) and in the kernel's dtype (naive), one sequence at a time."""
+    """reference_torch in float64 (gold) and in the kernel's dtype (naive), one sequence at a time."""
     outs = {torch.float64: [], dtype: []}
     for b in range(q.shape[0]):
         n = k.shape[2] if seqlens is None else int(seqlens[b])
         for dt_ in outs:
             xs = [x[b:b + 1].to(dt_) for x in (q, k[:, :, :n], v[:, :, :n])]
-            outs[dt_].append(torch_ops.scaled_dot_product_attention(*xs, causal=causal, enable_gqa=True))
+            outs[dt_].append(reference_torch.scaled_dot_product_attention(*xs, causal=causal, enable_gqa=True))
     return torch.cat(outs[torch.float64]), torch.cat(outs[dtype])
 
 
@@ -112,8 +112,8 @@ def test_noncontiguous_cache_and_explicit_scale():
     q = torch.randn(b, 4, 1, d, generator=g).to(DEVICE)
     assert not k.is_contiguous()
     out = dt.split_kv_decode(q, k, v, num_splits=3, scale=-0.4, enable_gqa=True)
-    gold = torch_ops.scaled_dot_product_attention(q.double(), k.double(), v.double(), scale=-0.4, enable_gqa=True)
-    naive = torch_ops.scaled_dot_product_attention(q, k, v, scale=-0.4, enable_gqa=True)
+    gold = reference_torch.scaled_dot_product_attention(q.double(), k.double(), v.double(), scale=-0.4, enable_gqa=True)
+    naive = reference_torch.scaled_dot_product_attention(q, k, v, scale=-0.4, enable_gqa=True)
     assert_close_to_reference(out, gold, naive)
 
 
@@ -130,7 +130,7 @@ def test_bad_inputs_get_clear_errors():
     f = dt.split_kv_decode
     msg = _raises(ValueError, ["enable_gqa=True"], f, q, k, v)
     with pytest.raises(ValueError) as ref:
-        torch_ops.scaled_dot_product_attention(q, k, v)
+        reference_torch.scaled_dot_product_attention(q, k, v)
     assert msg == str(ref.value)  # the reference's words
     _raises(TypeError, ["float64", "split_kv_attention"], f, q.double(), k.double(), v.double(), enable_gqa=True)
     _raises(ValueError, ["4-D"], f, q[0], k[0], v[0], enable_gqa=True)

@@ -31,6 +31,7 @@ from typing import Dict, Optional, Tuple, Union
 import numpy as np
 
 from .. import _checks
+from ..masks import causal_offset
 from ..multihead import merge_heads, split_heads
 from ..positions import rotary
 from ..reference import scaled_dot_product_attention
@@ -147,7 +148,7 @@ def mla_attention(x_q: np.ndarray, c: np.ndarray, k_rope: np.ndarray, params: Pa
     x_q, c, k_rope = np.asarray(x_q), np.asarray(c), np.asarray(k_rope)
     lq, lk = x_q.shape[-2], c.shape[-2]
     if q_positions is None:
-        q_positions = np.arange(lk - lq, lk)
+        q_positions = causal_offset(lq, lk, "bottom_right") + np.arange(lq)  # the newest L_q
     scale = 1.0 / np.sqrt(dh + r)
     q_rope = rotary(split_heads(x_q @ params["w_qr"], h), q_positions)  # (..., H, Lq, d_R)
     k_r = k_rope[..., None, :, :]  # (..., 1, L, d_R): one rotary key for every head

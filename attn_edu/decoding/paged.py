@@ -29,7 +29,7 @@ import numpy as np
 from .. import _checks
 from ..flash import flash_attention
 from ..masks import causal_mask
-from ..reference import is_torch_tensor
+from .._checks import is_torch_tensor
 from .split_kv import merge_partials
 
 __all__ = ["PagedKVCache", "PoolExhaustedError", "paged_vs_contiguous", "parallel_sampling_pages"]

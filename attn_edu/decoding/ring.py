@@ -16,7 +16,8 @@ from typing import Optional
 import numpy as np
 
 from .. import _checks
-from ..reference import is_torch_tensor, scaled_dot_product_attention
+from .._checks import is_torch_tensor
+from ..reference import scaled_dot_product_attention
 
 __all__ = ["RingKVCache"]
 

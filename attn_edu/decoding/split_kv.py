@@ -30,8 +30,8 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _checks, precision
+from .._checks import is_torch_tensor, uses_torch
 from ..flash import flash_attention
-from ..reference import is_torch_tensor, uses_torch
 
 __all__ = ["chunk_size", "split_bounds", "split_kv_attention", "merge_partials"]
 
@@ -118,13 +118,11 @@ def _with_causal(mask: Optional[Array], kind: Optional[str], align: Optional[str
     """Fold ``causal`` into the mask: a chunk of keys is neither alignment of its own."""
     if align is None:
         return mask
-    if torch_like:
-        from ..torch_ops import causal_mask
+    from ..masks import causal_mask
 
+    if torch_like:
         tri = causal_mask(lq, lk, align, device=device)  # (Lq, Lk)
     else:
-        from ..masks import causal_mask
-
         tri = np.asarray(causal_mask(lq, lk, align))  # (Lq, Lk), untagged
     if mask is None:
         return tri
@@ -164,9 +162,9 @@ def split_kv_attention(
     errors. NumPy arrays or torch tensors (any device), computed in the input dtype.
     Explained in chapter 13.
     """
-    torch_like = uses_torch(q, k, v)
+    torch_like = uses_torch(q=q, k=k, v=v)
     if torch_like:
-        from ..torch_ops import prepare_inputs as prepare_torch
+        from ..reference_torch import prepare_inputs as prepare_torch
 
         q, k, v, batch, align, s = prepare_torch(q, k, v, mask, causal, scale, enable_gqa)
     else:
@@ -177,10 +175,8 @@ def split_kv_attention(
     lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
     kind = None
     if mask is not None:
-        kind = _checks.check_mask(_checks.dtype_name(mask), tuple(mask.shape), tuple(batch) + (lq, lk),
-                                  getattr(mask, "causal_alignment", None), align)
-        if kind == "float" and (bool((mask != mask).any()) or bool((mask == float("inf")).any())):
-            raise ValueError(_checks.FLOAT_MASK_VALUES)  # before causality hides any of it
+        # dtype, shape, float values (before causality hides any of them), causal given twice
+        kind = _checks.check_mask(mask, tuple(batch) + (lq, lk), align)
         if not torch_like:
             mask = np.asarray(mask)
     mask = _with_causal(mask, kind, align, lq, lk, torch_like, getattr(q, "device", None))

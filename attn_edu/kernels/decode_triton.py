@@ -50,8 +50,10 @@ from torch import Tensor
 
 from .. import _checks
 from ..decoding.split_kv import chunk_size
-from ..torch_ops import _require_tensor
+from ..masks import causal_offset
+from ..reference_torch import require_tensor
 from . import _interpret, _targets
+from ._shared import LN2, LOG2E, padded_head_dim
 
 try:  # guarded: the rest of attn_edu never needs triton
     import triton
@@ -74,8 +76,6 @@ MAX_HEAD_DIM = 128
 #: Most splits the reduction merges (its block of lse values).
 MAX_SPLITS = 128
 
-_LOG2E = 1.4426950408889634  # the kernels use exp2 and log2: scores scaled by log2(e)
-_LN2 = 0.6931471805599453  # a base-2 lse times ln(2) is the natural one
 
 # The mode the kernels below were built in (read once, when @triton.jit runs).
 _BUILT_INTERPRETED = _interpret.requested()
@@ -94,7 +94,7 @@ def _split_kernel(Q, K, V, SeqLens, OPart, MPart, LPart,
                   stride_qb, stride_qh, stride_qm, stride_qd,
                   stride_kb, stride_kh, stride_kn, stride_kd,
                   stride_vb, stride_vh, stride_vn, stride_vd,
-                  HKV, LQ, LK, CHUNK, NUM_SPLITS, qk_scale,
+                  HKV, LQ, LK, OFFSET, CHUNK, NUM_SPLITS, qk_scale,
                   GROUP: tl.constexpr, HEAD_DK: tl.constexpr, HEAD_DV: tl.constexpr,
                   BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -126,10 +126,13 @@ def _split_kernel(Q, K, V, SeqLens, OPart, MPart, LPart,
         lk = LK
     lo = split * CHUNK
     hi = tl.minimum(lo + CHUNK, lk)
-    offset = 0
     if CAUSAL:
-        if BOTTOM_RIGHT:
-            offset = lk - LQ  # query i is position i + lk - LQ of its sequence
+        # key j is visible to query i when j <= i + offset; OFFSET is masks.causal_offset for
+        # (LQ, LK) at launch. Bottom-right, a sequence shorter than LK ends earlier, so its
+        # diagonal moves with its length; top-left it does not move.
+        offset = OFFSET
+        if BOTTOM_RIGHT and HAS_SEQLENS:
+            offset += lk - LK
         hi = tl.minimum(hi, LQ + offset)  # keys the last query cannot see: never loaded
 
     # 3. the queries stay in registers; running statistics in float32
@@ -212,7 +215,7 @@ def _reduce_kernel(OPart, MPart, LPart, Out, Lse,
 class DecodeConfig:
     """How the split kernel is launched: keys per step, warps, software-pipeline stages."""
 
-    block_n: int
+    block_k: int
     num_warps: int
     num_stages: int
 
@@ -249,7 +252,7 @@ def pick_config(capability: Union[int, Tuple[int, int], None], head_dim: int) ->
     if capability is None:
         return INTERPRET_CONFIG
     configs = DECODE_CONFIGS[_family(capability)]
-    return configs[0] if _padded(head_dim) > 64 else configs[-1]
+    return configs[0] if padded_head_dim(head_dim) > 64 else configs[-1]
 
 
 def block_m_for(group: int, lq: int) -> int:
@@ -259,7 +262,7 @@ def block_m_for(group: int, lq: int) -> int:
     return max(16, min(64, 1 << (rows - 1).bit_length()))
 
 
-def choose_num_splits(programs: int, lk: int, block_n: int, num_sms: int, max_splits: int = MAX_SPLITS) -> int:
+def choose_num_splits(programs: int, lk: int, block_k: int, num_sms: int, max_splits: int = MAX_SPLITS) -> int:
     """How many ways to split the keys so that one wave of programs fills the GPU.
 
     ``programs`` is what the grid has without splitting (``B * H_kv * row blocks``). With at
@@ -269,17 +272,12 @@ def choose_num_splits(programs: int, lk: int, block_n: int, num_sms: int, max_sp
     """
     programs = _checks.check_length("programs", programs, minimum=1)
     lk = _checks.check_length("lk", lk)
-    block_n = _checks.check_length("block_n", block_n, minimum=1)
+    block_k = _checks.check_length("block_k", block_k, minimum=1)
     num_sms = _checks.check_length("num_sms", num_sms, minimum=1)
     if programs >= num_sms:
         return 1
-    blocks = max(1, -(-lk // block_n))
+    blocks = max(1, -(-lk // block_k))
     return max(1, min(-(-num_sms // programs), blocks, max_splits))
-
-
-def _padded(d: int) -> int:
-    """The power of two >= max(d, 16) the kernel computes with (tl.dot needs >= 16)."""
-    return max(16, 1 << (int(d) - 1).bit_length())
 
 
 def _pow2(n: int) -> int:
@@ -302,7 +300,7 @@ def check_decode_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
     CPU with ``TRITON_INTERPRET=1``).
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
-        _require_tensor(name, x)
+        require_tensor(name, x)
     dt = _checks.check_float_dtypes(q=_checks.dtype_name(q), k=_checks.dtype_name(k), v=_checks.dtype_name(v))
     if dt not in SUPPORTED_DTYPES:
         raise TypeError(f"the Triton decode kernel supports dtypes {', '.join(SUPPORTED_DTYPES)}; got q, k, "
@@ -321,7 +319,7 @@ def check_decode_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
             raise ValueError(f"the Triton decode kernel supports head dimensions from 1 to {MAX_HEAD_DIM}; "
                              f"got {name} = {d}. Use attn_edu.decoding.split_kv_attention for larger heads.")
     if seqlens is not None:
-        _require_tensor("seqlens", seqlens)
+        require_tensor("seqlens", seqlens)
         if seqlens.dtype.is_floating_point or seqlens.dtype == torch.bool or seqlens.is_complex():
             raise TypeError(f"seqlens must be an integer tensor (B,); got dtype {_checks.dtype_name(seqlens)}")
         if tuple(seqlens.shape) != (q.shape[0],):
@@ -374,11 +372,11 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
     row_blocks = -(-group * LQ // block_m)
     if num_splits is None:
         sms = 8 if capability is None else torch.cuda.get_device_properties(q.device).multi_processor_count
-        num_splits = choose_num_splits(B * HKV * row_blocks, LK, cfg.block_n, sms)
+        num_splits = choose_num_splits(B * HKV * row_blocks, LK, cfg.block_k, sms)
     num_splits = _checks.check_length("num_splits", num_splits, minimum=1)
     if num_splits > MAX_SPLITS:
         raise ValueError(f"num_splits must be at most {MAX_SPLITS}; got {num_splits}")
-    chunk = chunk_size(LK, num_splits, cfg.block_n)
+    chunk = chunk_size(LK, num_splits, cfg.block_k)
     o_part = torch.empty((B, HQ, LQ, num_splits, DV), dtype=torch.float32, device=q.device)
     m_part = torch.empty((B, HQ, LQ, num_splits), dtype=torch.float32, device=q.device)
     l_part = torch.empty_like(m_part)  # (B, H_q, L_q, splits): each chunk's (m, l)
@@ -387,18 +385,18 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
     extra = {} if capability is None else dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     _split_kernel[(num_splits, B * HKV, row_blocks)](
         q, k, v, lens, o_part, m_part, l_part, *q.stride(), *k.stride(), *v.stride(),
-        HKV, LQ, LK, chunk, num_splits, s * _LOG2E,
-        GROUP=group, HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=_padded(DK), BLOCK_DV=_padded(DV),
-        BLOCK_M=block_m, BLOCK_N=cfg.block_n, CAUSAL=align is not None,
+        HKV, LQ, LK, 0 if align is None else causal_offset(LQ, LK, align), chunk, num_splits, s * LOG2E.value,
+        GROUP=group, HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
+        BLOCK_M=block_m, BLOCK_N=cfg.block_k, CAUSAL=align is not None,
         BOTTOM_RIGHT=align == "bottom_right", HAS_SEQLENS=seqlens is not None,
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", **extra)
     lse2 = torch.empty((B * HQ * LQ,), dtype=torch.float32, device=q.device)
     _reduce_kernel[(B * HQ * LQ,)](
         o_part, m_part, l_part, out, lse2, *out.stride(), HQ, LQ, num_splits,
-        HEAD_DV=DV, BLOCK_S=max(2, _pow2(num_splits)), BLOCK_DV=_padded(DV),
+        HEAD_DV=DV, BLOCK_S=max(2, _pow2(num_splits)), BLOCK_DV=padded_head_dim(DV),
         **({} if capability is None else dict(num_warps=REDUCE_NUM_WARPS)))
     if return_lse:
-        return out, (lse2 * _LN2).reshape(B, HQ, LQ)
+        return out, (lse2 * LN2.value).reshape(B, HQ, LQ)
     return out
 
 
@@ -453,11 +451,11 @@ def compile_specs(arch: str = "sm_90a", dtype: str = "float16", head_dim: int = 
     if d % 16 == 0:
         divisible += ["stride_qb", "stride_qh", "stride_qm", "stride_kb", "stride_kh", "stride_kn",
                       "stride_vb", "stride_vh", "stride_vn"]
-    consts = dict(GROUP=group, HEAD_DK=d, HEAD_DV=d, BLOCK_DK=_padded(d), BLOCK_DV=_padded(d),
-                  BLOCK_M=block_m, BLOCK_N=cfg.block_n, CAUSAL=True, BOTTOM_RIGHT=True,
+    consts = dict(GROUP=group, HEAD_DK=d, HEAD_DV=d, BLOCK_DK=padded_head_dim(d), BLOCK_DV=padded_head_dim(d),
+                  BLOCK_M=block_m, BLOCK_N=cfg.block_k, CAUSAL=True, BOTTOM_RIGHT=True,
                   HAS_SEQLENS=True, INPUT_PRECISION="ieee" if dtype == "float32" else "tf32",
                   **{name: 1 for name in ones})
-    split = dict(name=f"_split_kernel[BLOCK_M={block_m},BLOCK_N={cfg.block_n},warps={cfg.num_warps},"
+    split = dict(name=f"_split_kernel[BLOCK_M={block_m},BLOCK_N={cfg.block_k},warps={cfg.num_warps},"
                       f"stages={cfg.num_stages}]", fn=_split_kernel, config=cfg,
                  signature=_signature(_split_kernel, consts, Q="*" + tdt, K="*" + tdt, V="*" + tdt,
                                       SeqLens="*i32", OPart="*fp32", MPart="*fp32", LPart="*fp32",
@@ -465,7 +463,7 @@ def compile_specs(arch: str = "sm_90a", dtype: str = "float16", head_dim: int = 
                  constexprs=consts, attrs=_divisible(_split_kernel, divisible),
                  options=dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages),
                  capability=target.capability)
-    consts = dict(HEAD_DV=d, BLOCK_S=16, BLOCK_DV=_padded(d), stride_od=1)
+    consts = dict(HEAD_DV=d, BLOCK_S=16, BLOCK_DV=padded_head_dim(d), stride_od=1)
     reduce = dict(name="_reduce_kernel[BLOCK_S=16]", fn=_reduce_kernel, config=None,
                   signature=_signature(_reduce_kernel, consts, OPart="*fp32", MPart="*fp32",
                                        LPart="*fp32", Out="*" + tdt, Lse="*fp32"),
