@@ -1,0 +1,39 @@
+r"""Attention across devices: sequence (context) parallelism on ``torch.distributed``.
+
+When a sequence is too long for one device, each of ``P`` ranks keeps ``L/P`` of its
+positions, and attention -- where every query needs every key -- is computed by moving
+data between ranks:
+
+* :func:`ring_attention`: K/V blocks travel round a ring of ranks while each rank attends
+  to them, and the partial results are merged exactly with the online softmax of chapter
+  09 (:func:`attn_edu.precision.merge_softmax_stats`); the backward pass is a second ring.
+  ``layout="zigzag"`` balances the work of a causal mask.
+* :func:`ulysses_attention`: all-to-all from sequence shards to head shards, ordinary
+  attention per head, and back (needs H divisible by P).
+* :func:`shard` / :func:`unshard`: how a sequence is split (``"contiguous"`` or ``"zigzag"``).
+* :func:`launch`: runs a function on P processes joined in a process group (gloo on CPUs,
+  NCCL on GPUs), for notebooks and tests; :func:`run_attention` is what chapter 14 runs.
+* :func:`record` counts the bytes the wrappers send; :func:`ring_bytes` and
+  :func:`ulysses_bytes` derive them.
+
+The same code runs with the gloo backend on CPU processes and NCCL on CUDA GPUs.
+Importing this package imports torch (``import attn_edu`` does not). Chapter 14.
+"""
+from __future__ import annotations
+
+from .comm import Record, Transfer, all_to_all, exchange, record, ring_bytes, ulysses_bytes
+from .processes import BACKENDS, LaunchError, launch, local_device
+from .ring import block_backward, ring_attention
+from .sharding import (LAYOUTS, chunk_ids, pair_kind, positions, ring_schedule, ring_steps_in_tiles,
+                       shard, tiles_per_rank, unshard)
+from .ulysses import heads_to_seq, seq_to_heads, ulysses_attention
+from .workers import METHODS, run_attention, torch_context_parallel
+
+__all__ = [
+    "ring_attention", "ulysses_attention", "block_backward", "seq_to_heads", "heads_to_seq",
+    "shard", "unshard", "positions", "chunk_ids", "LAYOUTS", "pair_kind", "ring_schedule",
+    "tiles_per_rank", "ring_steps_in_tiles",
+    "launch", "LaunchError", "local_device", "BACKENDS",
+    "record", "Record", "exchange", "Transfer", "all_to_all", "ring_bytes", "ulysses_bytes",
+    "run_attention", "torch_context_parallel", "METHODS",
+]

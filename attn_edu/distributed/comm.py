@@ -1,0 +1,232 @@
+r"""Communication for sequence parallelism: the wrappers that move tensors, and counting them.
+
+Every byte that :func:`attn_edu.distributed.ring_attention` and
+:func:`attn_edu.distributed.ulysses_attention` send goes through two functions here,
+:func:`exchange` (point-to-point: send to one rank, receive from another) and
+:func:`all_to_all`, which tally what they move into every active :func:`record`. The
+derived volumes are :func:`ring_bytes` and :func:`ulysses_bytes`; chapter 14 checks one
+against the other.
+
+Both wrappers are device-agnostic: with the NCCL backend the tensors live on the GPU and
+the transfers run on NCCL's own stream, overlapping with the attention kernels; with gloo
+they run on CPU threads. :func:`exchange` uses ``torch.distributed.batch_isend_irecv``,
+which both backends support, and which NCCL needs to pair a ring's sends and receives
+without deadlock.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional
+
+from .. import _checks
+
+__all__ = ["Record", "record", "active_records", "exchange", "Transfer", "all_to_all", "ring_bytes",
+           "ulysses_bytes", "compute_timer"]
+
+
+@dataclass
+class Record:
+    """What one rank's communication and computation did inside :func:`record`.
+
+    Attributes:
+        sent, received: bytes handed to ``torch.distributed`` to send to / received from
+            *other* ranks (an all-to-all's own chunk stays local and is not counted).
+        calls: number of calls per operation (``"p2p"``, ``"all_to_all"``).
+        bytes_by_op: bytes sent per operation.
+        compute_s: wall seconds spent computing attention blocks, one entry per ring step
+            (or per local attention of Ulysses); measured only while recording.
+        compute_cpu_s: the CPU seconds of the calling thread over the same blocks (with one
+            torch thread per rank, the work itself, even when processes share cores).
+        pairs: the (step, query chunk, key chunk, kind) blocks the ring computed.
+    """
+
+    sent: int = 0
+    received: int = 0
+    calls: Dict[str, int] = field(default_factory=collections.Counter)
+    bytes_by_op: Dict[str, int] = field(default_factory=collections.Counter)
+    compute_s: List[float] = field(default_factory=list)
+    compute_cpu_s: List[float] = field(default_factory=list)
+    pairs: List[tuple] = field(default_factory=list)
+
+
+_ACTIVE: List[Record] = []
+
+
+@contextlib.contextmanager
+def record() -> Iterator[Record]:
+    """Count the bytes this rank sends and receives, and time its attention blocks.
+
+    ::
+
+        with record() as rec:
+            out = ring_attention(q, k, v, causal=True)
+        rec.sent, rec.received, rec.compute_s
+
+    Records nest (each active one sees everything). While recording, compute times are
+    measured, which on a GPU synchronises the device around each block; outside a record
+    nothing is timed or synchronised.
+    """
+    rec = Record()
+    _ACTIVE.append(rec)
+    try:
+        yield rec
+    finally:
+        _ACTIVE.remove(rec)
+
+
+def active_records() -> List[Record]:
+    """The records now open (for code that adds its own entries)."""
+    return list(_ACTIVE)
+
+
+def _tally(op: str, sent: int, received: int) -> None:
+    for rec in _ACTIVE:
+        rec.sent += sent
+        rec.received += received
+        rec.calls[op] += 1
+        rec.bytes_by_op[op] += sent
+
+
+@contextlib.contextmanager
+def compute_timer(step_pairs: Optional[List[tuple]] = None) -> Iterator[None]:
+    """Time the enclosed block of attention into every active record (no-op otherwise).
+
+    On a GPU the device is synchronised before and after, so the time is the kernels'.
+    ``step_pairs`` are appended to each record's ``pairs``.
+    """
+    if not _ACTIVE:
+        yield
+        return
+    import torch
+
+    sync = torch.cuda.synchronize if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    if sync:
+        sync()
+    start, cpu = time.perf_counter(), time.thread_time()
+    yield
+    if sync:
+        sync()
+    elapsed, cpu = time.perf_counter() - start, time.thread_time() - cpu
+    for rec in _ACTIVE:
+        rec.compute_s.append(elapsed)
+        rec.compute_cpu_s.append(cpu)
+        rec.pairs.extend(step_pairs or [])
+
+
+def _nbytes(t: Any) -> int:
+    return t.numel() * t.element_size()
+
+
+class Transfer:
+    """The requests of one :func:`exchange`; :meth:`wait` blocks until they are done.
+
+    Waiting twice is harmless (a gloo request must not be waited on twice: its second
+    wait blocks for a transfer that never comes).
+    """
+
+    def __init__(self, works: List[Any]):
+        self._works: Optional[List[Any]] = list(works)
+
+    @property
+    def done(self) -> bool:
+        return self._works is None
+
+    def wait(self) -> None:
+        if self._works is not None:
+            for w in self._works:
+                w.wait()
+            self._works = None
+
+
+def exchange(send: Any, dst: int, recv: Any, src: int, group: Any = None, tag: int = 0) -> Transfer:
+    """Start sending ``send`` to rank ``dst`` and receiving ``recv`` (filled in place) from
+    rank ``src``; returns a :class:`Transfer` to :meth:`~Transfer.wait` on.
+
+    ``dst`` and ``src`` are ranks *within* ``group`` (None: the default group). Both
+    transfers run in the background while the caller computes; ``send`` must not be
+    modified and ``recv`` not read before the wait (on a GPU the wait makes the current
+    stream wait). Counted in :func:`record`.
+    """
+    import torch.distributed as dist
+
+    if group is not None:
+        dst, src = dist.get_global_rank(group, dst), dist.get_global_rank(group, src)
+    ops = [dist.P2POp(dist.isend, send, dst, group, tag), dist.P2POp(dist.irecv, recv, src, group, tag)]
+    works = dist.batch_isend_irecv(ops)
+    _tally("p2p", _nbytes(send), _nbytes(recv))
+    return Transfer(works)
+
+
+def all_to_all(out: Any, inp: Any, group: Any = None) -> Any:
+    """``torch.distributed.all_to_all_single(out, inp)``: chunk ``g`` of ``inp``'s first axis
+    goes to rank ``g``, and chunk ``s`` of ``out`` arrives from rank ``s``; returns ``out``.
+
+    Counted in :func:`record`: ``(P - 1) / P`` of the bytes go to other ranks (the own chunk
+    is a local copy).
+    """
+    import torch.distributed as dist
+
+    p = dist.get_world_size(group)
+    dist.all_to_all_single(out, inp, group=group)
+    _tally("all_to_all", _nbytes(inp) * (p - 1) // p, _nbytes(out) * (p - 1) // p)
+    return out
+
+
+# ----------------------------------------------------------------------------- derived volumes
+def _dims(batch: int, heads: int, length: int, head_dim: int, world_size: int, itemsize: int):
+    batch = _checks.check_length("batch", batch, minimum=1)
+    heads = _checks.check_length("heads", heads, minimum=1)
+    length = _checks.check_length("length", length, minimum=1)
+    head_dim = _checks.check_length("head_dim", head_dim, minimum=1)
+    world_size = _checks.check_length("world_size", world_size, minimum=1)
+    itemsize = _checks.check_length("itemsize", itemsize, minimum=1)
+    return batch, heads, length, head_dim, world_size, itemsize
+
+
+def ring_bytes(batch: int, heads: int, length: int, head_dim: int, world_size: int,
+               itemsize: int = 2, backward: bool = False, grad_itemsize: Optional[int] = None) -> int:
+    r"""Bytes one rank sends in one ring-attention layer (K and V of every rank pass by).
+
+    Forward: the ring makes :math:`P - 1` hops, each sending this rank's current K and V
+    block, :math:`2 \cdot B H \tfrac{L}{P} d` numbers:
+
+    .. math:: \text{forward} = (P-1) \cdot 2 B H \frac{L}{P} d \cdot s
+
+    Backward: K and V go round again (:math:`P - 1` hops) and the accumulated
+    :math:`dK, dV` travel with them and one hop further, back to their owner (:math:`P`
+    hops, in ``grad_itemsize`` bytes each: float32 for 16-bit inputs, so that adding up P
+    partial gradients loses no precision). For large P the forward tends to
+    :math:`2 B H L d s`: a rank sends as much as the whole K and V, whatever P is. The
+    bytes it *receives* are the same. Chapter 14.
+    """
+    b, h, L, d, p, s = _dims(batch, heads, length, head_dim, world_size, itemsize)
+    if L % p:
+        raise ValueError(f"length L = {L} is not divisible by world_size P = {p}")
+    block = 2 * b * h * (L // p) * d  # K and V numbers per rank
+    total = (p - 1) * block * s
+    if backward:
+        gs = max(s, 4) if grad_itemsize is None else _checks.check_length("grad_itemsize", grad_itemsize, minimum=1)
+        total += (p - 1) * block * s + (p if p > 1 else 0) * block * gs
+    return total
+
+
+def ulysses_bytes(batch: int, heads: int, length: int, head_dim: int, world_size: int,
+                  itemsize: int = 2, backward: bool = False) -> int:
+    r"""Bytes one rank sends in one Ulysses layer (four all-to-alls forward, four backward).
+
+    Each all-to-all re-shards one (B, H, L/P, d) block from sequence to heads or back and
+    sends all but its own :math:`1/P`:
+
+    .. math:: \text{forward} = 4 \cdot \frac{P-1}{P} \cdot B H \frac{L}{P} d \cdot s
+
+    (Q, K and V in, the output back). The backward moves dO in and dQ, dK, dV back: the
+    same again. Unlike the ring's, this shrinks as :math:`1/P`. Chapter 14.
+    """
+    b, h, L, d, p, s = _dims(batch, heads, length, head_dim, world_size, itemsize)
+    if L % p:
+        raise ValueError(f"length L = {L} is not divisible by world_size P = {p}")
+    one = b * h * (L // p) * d * s * (p - 1) // p
+    return (8 if backward else 4) * one

@@ -1,0 +1,61 @@
+"""Functions that tests/test_distributed.py launches on several processes.
+
+They live in a module of their own because launched processes import them by name.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+from attn_edu.distributed import run_attention, ulysses_attention
+
+
+def run_jobs(rank, world_size, jobs):
+    """Every ``(q, k, v, dout, options)`` of ``jobs`` through run_attention, in one launch."""
+    return [run_attention(rank, world_size, q, k, v, dout=do, **options) for q, k, v, do, options in jobs]
+
+
+def ulysses_bad_heads(rank, world_size):
+    q = torch.zeros(1, 3, 4, 8)  # 3 heads on 2 ranks
+    try:
+        ulysses_attention(q, q, q)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+def all_reduce_sum(rank, world_size, offset, scale=1):
+    t = torch.full((2,), float(rank + offset))
+    dist.all_reduce(t)
+    return {"sum": t * scale, "rank": rank, "nested": [t.clone()], "pid": os.getpid()}
+
+
+def raise_on(rank, world_size, bad):
+    if rank == bad:
+        raise ValueError(f"bad input on rank {rank}")
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    return rank
+
+
+def hang_on(rank, world_size, bad):
+    if rank == bad:
+        time.sleep(1000)
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    return rank
+
+
+def die_on(rank, world_size, bad):
+    if rank == bad:
+        os._exit(3)
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    return rank
+
+
+def unpicklable_result(rank, world_size):
+    return lambda: rank

@@ -1,0 +1,410 @@
+"""attn_edu.distributed: sharding, the ring's plan, ring and Ulysses attention on real processes.
+
+Multi-process tests spawn real ``torch.distributed`` (gloo) process groups with
+``attn_edu.distributed.launch``; each launch runs many configurations at once, because
+starting processes (importing torch) is what costs time. The float64 gold answer is the
+NumPy reference on the unsharded tensors (outputs) and the float64 PyTorch twin's autograd
+(gradients); float32 follows the tolerance rule of attn_edu.testing.
+"""
+from __future__ import annotations
+
+import collections
+import multiprocessing
+import os
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+
+import dist_workers
+from attn_edu import distributed as D
+from attn_edu import torch_ops
+from attn_edu.distributed import sharding
+from attn_edu.flash import flash_attention
+from attn_edu.reference import scaled_dot_product_attention as gold_sdpa
+from attn_edu.testing import assert_close_to_reference
+
+
+def tensors(b=1, h=12, length=24, d=8, dv=6, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    q, k = (torch.randn(b, h, length, d, generator=g, dtype=torch.float64) for _ in range(2))
+    v, do = (torch.randn(b, h, length, dv, generator=g, dtype=torch.float64) for _ in range(2))
+    return tuple(x.to(dtype) for x in (q, k, v, do))
+
+
+def torch_gold(q, k, v, do, causal):
+    """Output and gradients of the PyTorch twin in float64 (and in q's dtype: naive_T)."""
+    qq, kk, vv = (x.detach().clone().requires_grad_() for x in (q, k, v))
+    out = torch_ops.scaled_dot_product_attention(qq, kk, vv, causal=causal)
+    out.backward(do)
+    return out.detach(), (qq.grad, kk.grad, vv.grad)
+
+
+def gathered(results, layout):
+    out = D.unshard([r["out"] for r in results], layout)
+    grads = None
+    if results[0]["grads"] is not None:
+        grads = tuple(D.unshard([r["grads"][i] for r in results], layout) for i in range(3))
+    return out, grads
+
+
+def comm_bytes(method, q, k, v, world_size, backward):
+    """Derived bytes per rank for q, k, v of possibly different head dims (d_k != d_v)."""
+    b, h, length, _ = q.shape
+    s = q.element_size()
+    if method == "ring":  # the ring moves K and V: sum the two widths' shares
+        half = lambda d: D.ring_bytes(b, h, length, d, world_size, s, backward) // 2  # noqa: E731
+        return half(k.shape[-1]) + half(v.shape[-1])
+    per = lambda d: D.ulysses_bytes(b, h, length, d, world_size, s, backward) // 4  # noqa: E731
+    return 2 * per(q.shape[-1]) + 2 * per(v.shape[-1])  # (q, k in; o out; v in) / (do in ...)
+
+
+# --------------------------------------------------------------------------- sharding (no processes)
+@pytest.mark.parametrize("layout", D.LAYOUTS)
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+def test_shard_unshard_round_trip_numpy_and_torch(layout, world_size):
+    x = np.arange(2 * 24 * 3).reshape(2, 24, 3)
+    for arr in (x, torch.as_tensor(x)):
+        parts = [D.shard(arr, r, world_size, layout, dim=1) for r in range(world_size)]
+        assert all(p.shape == (2, 24 // world_size, 3) for p in parts)
+        back = D.unshard(parts, layout, dim=1)
+        assert (np.asarray(back) == x).all()
+        for r, p in enumerate(parts):  # the rows are the rank's global positions
+            assert (np.asarray(p)[0, :, 0] // 3 == D.positions(24, r, world_size, layout)).all()
+
+
+def test_zigzag_gives_rank_r_chunks_r_and_2P_minus_1_minus_r():
+    x = np.arange(16)
+    assert D.shard(x, 0, 4, "zigzag", dim=0).tolist() == [0, 1, 14, 15]
+    assert D.shard(x, 3, 4, "zigzag", dim=0).tolist() == [6, 7, 8, 9]
+    assert D.shard(x, 1, 4, "contiguous", dim=0).tolist() == [4, 5, 6, 7]
+    assert D.chunk_ids(1, 4, "zigzag") == (1, 6)
+
+
+def test_lengths_that_do_not_split_are_refused_naming_L_and_P():
+    x = np.zeros((1, 10, 4))
+    with pytest.raises(ValueError, match=r"L = 10 is not divisible by 3 \(P = 3"):
+        D.shard(x, 0, 3)
+    with pytest.raises(ValueError, match=r"2P = 8 .*L = 10 .*P = 4"):
+        D.shard(x, 0, 4, "zigzag")
+    with pytest.raises(ValueError, match="rank must be in"):
+        D.shard(x, 2, 2)
+    with pytest.raises(ValueError, match="layout must be"):
+        D.shard(x, 0, 2, "striped")
+    with pytest.raises(ValueError, match="same shape"):
+        D.unshard([x[:, :4], x[:, :6]])
+    with pytest.raises(TypeError, match="list of every rank"):
+        D.unshard(x)
+
+
+@pytest.mark.parametrize("layout", D.LAYOUTS)
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4, 5, 8])
+def test_the_ring_plan_computes_every_allowed_pair_exactly_once(layout, world_size):
+    for causal in (False, True):
+        plan = D.ring_schedule(world_size, layout, causal)
+        seen = collections.Counter((p.q_chunk, p.k_chunk) for step in plan for rank in step for p in rank)
+        chunks = world_size * sharding.chunk_count(layout)
+        allowed = {(i, j) for i in range(chunks) for j in range(chunks) if not causal or j <= i}
+        assert set(seen) == allowed and set(seen.values()) == {1}
+        for t, step in enumerate(plan):  # rank r holds the keys of rank r - t
+            for r, pairs in enumerate(step):
+                owner = D.chunk_ids((r - t) % world_size, world_size, layout)
+                assert all(p.k_chunk in owner and p.q_chunk in D.chunk_ids(r, world_size, layout) for p in pairs)
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4, 8, 16])
+def test_tiles_per_rank_contiguous_is_unbalanced_zigzag_is_not(world_size):
+    p = world_size
+    contiguous = D.tiles_per_rank(p, "contiguous", causal=True)
+    zigzag = D.tiles_per_rank(p, "zigzag", causal=True)
+    assert contiguous.tolist() == [4 * r + 3 for r in range(p)]
+    assert zigzag.tolist() == [2 * p + 1] * p
+    assert contiguous.sum() == zigzag.sum() == 2 * p * p + p
+    assert D.tiles_per_rank(p, "contiguous", causal=False).tolist() == [4 * p] * p
+    steps_c = D.ring_steps_in_tiles(p, "contiguous")
+    steps_z = D.ring_steps_in_tiles(p, "zigzag")
+    assert steps_c.max(axis=1).sum() == 4 * p - 1  # the slowest rank sets each step's pace
+    assert steps_z.max(axis=1).sum() == 2 * p + 1
+    assert (steps_z[1:] == 2).all()  # after the first step every rank does the same
+
+
+def test_derived_bytes():
+    # ring: P - 1 hops of K and V, each B H (L/P) d numbers
+    assert D.ring_bytes(1, 1, 8, 2, 4, itemsize=2) == 3 * 2 * 2 * 2 * 2
+    assert D.ring_bytes(1, 1, 8, 2, 1) == 0
+    # backward: K, V again (P - 1 hops, in the input dtype) + dK, dV (P hops, float32)
+    assert D.ring_bytes(1, 1, 8, 2, 4, itemsize=2, backward=True) == 48 + 48 + 4 * 8 * 4
+    # Ulysses: 4 all-to-alls of B H (L/P) d numbers, (P - 1) / P of each leaves the rank
+    assert D.ulysses_bytes(1, 4, 8, 2, 4, itemsize=2) == 4 * (4 * 2 * 2 * 2) * 3 // 4
+    assert D.ulysses_bytes(1, 4, 8, 2, 4, itemsize=2, backward=True) == 2 * 96
+    # for large P the ring sends the whole K and V, Ulysses 4/P of Q, K, V, O
+    big = D.ring_bytes(1, 8, 2**20, 128, 1024, itemsize=2)
+    assert abs(big / (2 * 8 * 2**20 * 128 * 2) - 1) < 1e-3
+    with pytest.raises(ValueError, match="not divisible"):
+        D.ring_bytes(1, 1, 10, 2, 4)
+    with pytest.raises(ValueError, match="world_size must be at least 1"):
+        D.ulysses_bytes(1, 1, 10, 2, 0)
+
+
+# --------------------------------------------------------------------------- one block's backward
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("block_q", [1, 5, 64])
+def test_block_backward_is_the_gradient_of_attention(causal, block_q):
+    q, k, v, do = tensors(b=2, h=3, length=13, d=5, dv=4)
+    out, grads = torch_gold(q, k, v, do, causal)
+    _, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
+    delta = (do * out).sum(-1)
+    got = D.block_backward(q, k, v, do, lse, delta, 1 / 5**0.5, causal=causal, block_q=block_q)
+    for g, want in zip(got, grads):
+        assert (g - want).abs().max() <= 1e-12
+
+
+def test_block_backward_rows_without_keys_get_zero_gradients():
+    q, k, v, do = tensors(b=1, h=1, length=4, d=3, dv=3)
+    lse = torch.full((1, 1, 4), float("-inf"), dtype=torch.float64)
+    got = D.block_backward(q, k, v, do, lse, torch.zeros(1, 1, 4, dtype=torch.float64), 0.5)
+    assert all((g == 0).all() for g in got)
+
+
+# --------------------------------------------------------------------------- arguments, in process
+@pytest.fixture(scope="module")
+def world_of_one():
+    """A gloo process group of one rank in this process, for argument checks."""
+    store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_outside_a_process_group_the_error_says_what_to_do():
+    if dist.is_initialized():
+        pytest.skip("a process group is active in this process")
+    q = torch.zeros(1, 1, 4, 2)
+    with pytest.raises(RuntimeError, match="runs inside a process group.*launch"):
+        D.ring_attention(q, q, q)
+    with pytest.raises(RuntimeError, match="runs inside a process group"):
+        D.ulysses_attention(q, q, q)
+
+
+def test_bad_arguments_read_like_everywhere_else(world_of_one):
+    q = torch.zeros(1, 2, 4, 8)
+    with pytest.raises(TypeError, match="q must be a torch.Tensor"):
+        D.ring_attention(np.zeros((4, 8)), q, q)
+    with pytest.raises(TypeError, match="same dtype"):
+        D.ring_attention(q, q.float(), q.double())
+    with pytest.raises(ValueError, match="same last dimension d_k"):
+        D.ulysses_attention(q, torch.zeros(1, 2, 4, 7), q)
+    with pytest.raises(ValueError, match="causal must be"):
+        D.ring_attention(q, q, q, causal="diagonal")
+    with pytest.raises(ValueError, match="layout must be"):
+        D.ring_attention(q, q, q, layout="striped")
+    with pytest.raises(ValueError, match="zigzag shard .* even"):
+        D.ring_attention(q[..., :3, :], q[..., :3, :], q[..., :3, :], layout="zigzag")
+    with pytest.raises(ValueError, match="causal ring_attention needs query and key shards of the same length"):
+        D.ring_attention(q, torch.zeros(1, 2, 6, 8), torch.zeros(1, 2, 6, 8), causal=True)
+    with pytest.raises(ValueError, match="same leading"):
+        D.ring_attention(q, torch.zeros(2, 2, 4, 8), torch.zeros(2, 2, 4, 8))
+    with pytest.raises(ValueError, match="block_q must be at least 1"):
+        D.ring_attention(q, q, q, block_q=0)
+    with pytest.raises(ValueError, match="needs a head axis"):
+        D.ulysses_attention(q[0, 0], q[0, 0], q[0, 0])
+
+
+def test_one_rank_is_plain_attention_and_cross_attention_works(world_of_one):
+    q, k, v, do = tensors(b=1, h=2, length=10, d=4, dv=3)
+    kk, vv = k[..., :6, :], v[..., :6, :]
+    out = D.ring_attention(q, kk, vv)  # L_q != L_k, no mask
+    assert (out - torch_ops.scaled_dot_product_attention(q, kk, vv)).abs().max() <= 1e-12
+    out, lse = D.ring_attention(q, k, v, causal=True, layout="zigzag", return_lse=True)
+    assert (out - torch_ops.scaled_dot_product_attention(q, k, v, causal=True)).abs().max() <= 1e-12
+    assert (lse - torch.logsumexp((q @ k.transpose(-1, -2) / 2).masked_fill(
+        torch.ones(10, 10, dtype=torch.bool).triu(1), float("-inf")), -1)).abs().max() <= 1e-12
+    with D.record() as rec:
+        D.ulysses_attention(q, k, v, causal=True)
+    assert rec.sent == 0 and rec.calls["all_to_all"] == 4 and len(rec.compute_s) == 1
+
+
+# --------------------------------------------------------------------------- launch: arguments
+def test_launch_refuses_what_fresh_processes_cannot_import(monkeypatch):
+    with pytest.raises(TypeError, match="lambda or a nested function"):
+        D.launch(lambda r, w: r, 2)
+
+    def nested(rank, world_size):
+        return rank
+
+    with pytest.raises(TypeError, match="nested function"):
+        D.launch(nested, 2)
+    main = sys.modules["__main__"]
+    monkeypatch.delattr(main, "__file__", raising=False)  # as in a Jupyter kernel
+    fake = type(lambda: 0)(dist_workers.raise_on.__code__, {}, "cell_function")
+    fake.__module__, fake.__qualname__ = "__main__", "cell_function"
+    with pytest.raises(TypeError, match=r"defined in this notebook .*%%writefile"):
+        D.launch(fake, 2)
+
+
+def test_launch_argument_errors():
+    with pytest.raises(ValueError, match="world_size must be a positive integer"):
+        D.launch(dist_workers.raise_on, 0, 1)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        D.launch(dist_workers.raise_on, 2, 1, backend="mpi")
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        D.launch(dist_workers.raise_on, 2, 1, timeout=0)
+    with pytest.raises(TypeError, match="could not be pickled"):
+        D.launch(dist_workers.raise_on, 2, lambda: 0)
+    if torch.cuda.device_count() < 2:
+        with pytest.raises(ValueError, match="needs one CUDA GPU per rank"):
+            D.launch(dist_workers.raise_on, 2, 1, backend="nccl")
+
+
+# --------------------------------------------------------------------------- real processes
+def check_run(results, q, k, v, do, world_size, method, layout, causal):
+    """Outputs and gradients against the gold answers; bytes against the derivation."""
+    out, grads = gathered(results, layout)
+    gold = gold_sdpa(q.double().numpy(), k.double().numpy(), v.double().numpy(), causal=causal)
+    gold_out, gold_grads = torch_gold(q.double(), k.double(), v.double(), do.double(), causal)
+    assert np.abs(gold_out.numpy() - gold).max() <= 1e-12
+    what = f"{method} {layout} causal={causal} P={world_size} {q.dtype}"
+    if q.dtype == torch.float64:
+        assert np.abs(out.numpy() - gold).max() <= 1e-10, what
+        for g, want in zip(grads, gold_grads):
+            assert (g - want).abs().max() <= 1e-10, what
+    else:
+        naive_out, naive_grads = torch_gold(q, k, v, do, causal)
+        assert_close_to_reference(out, gold, naive_out, what=what)
+        for g, want, naive in zip(grads, gold_grads, naive_grads):
+            assert_close_to_reference(g, want, naive, factor=3.0, what=what + " gradient")
+    want = comm_bytes(method, q, k, v, world_size, backward=True)
+    assert [r["sent"] for r in results] == [want] * world_size, what
+    assert [r["received"] for r in results] == [want] * world_size, what
+    if method == "ring":  # forward and backward each compute every allowed pair once
+        pairs = collections.Counter((i, j) for r in results for _, i, j, _ in r["pairs"])
+        assert set(pairs.values()) == {2}
+        assert all(j <= i for i, j in pairs) if causal else len(pairs) == (
+            world_size * sharding.chunk_count(layout)) ** 2
+
+
+def correctness_jobs():
+    q, k, v, do = tensors()
+    # float32: big enough that "max error" is a statistic over many entries, not a few
+    q32, k32, v32, do32 = tensors(length=96, d=16, dv=16, seed=1, dtype=torch.float32)
+    jobs = [(q, k, v, do, dict(method=m, layout=lay, causal=c))
+            for m in D.METHODS for lay in D.LAYOUTS for c in (False, True)]
+    jobs += [(q32, k32, v32, do32, dict(method="ring", layout="zigzag", causal=True)),
+             (q32, k32, v32, do32, dict(method="ring", layout="contiguous", causal=False)),
+             (q32, k32, v32, do32, dict(method="ulysses", layout="contiguous", causal=True)),
+             (q, k, v, do, dict(method="ring", layout="zigzag", causal=True, overlap=False, block_q=5, block_k=3))]
+    return jobs
+
+
+def run_correctness(world_size, jobs):
+    runs = D.launch(dist_workers.run_jobs, world_size, jobs, timeout=180)
+    for j, (q, k, v, do, options) in enumerate(jobs):
+        results = [runs[r][j] for r in range(world_size)]
+        check_run(results, q, k, v, do, world_size, options["method"], options["layout"], options["causal"])
+    return runs
+
+
+def test_ring_on_two_processes_equals_the_reference():
+    """The fast loop's one multi-process check: P = 2, zigzag, causal, forward and backward."""
+    q, k, v, do = tensors(h=2, length=12)
+    run_correctness(2, [(q, k, v, do, dict(method="ring", layout="zigzag", causal=True))])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+def test_ring_and_ulysses_equal_the_reference_outputs_gradients_and_bytes(world_size):
+    jobs = correctness_jobs()
+    runs = run_correctness(world_size, jobs)
+    # no overlap and other tile sizes: the same numbers (same merges in the same order)
+    zig = [j for j, (*_, o) in enumerate(jobs) if o == dict(method="ring", layout="zigzag", causal=True)
+           and jobs[j][0].dtype == torch.float64]
+    assert len(zig) == 1
+    plain, no_overlap = runs[0][zig[0]], runs[0][-1]
+    assert (plain["out"] - no_overlap["out"]).abs().max() <= 1e-14
+
+
+@pytest.mark.slow
+def test_ulysses_needs_heads_divisible_by_ranks():
+    messages = D.launch(dist_workers.ulysses_bad_heads, 2, timeout=120)
+    assert all(m is not None and "H = 3 heads" in m and "P = 2" in m for m in messages)
+
+
+@pytest.mark.slow
+def test_launch_returns_results_in_rank_order_on_the_cpu():
+    results = D.launch(dist_workers.all_reduce_sum, 3, 10, scale=2, timeout=120)
+    assert [r["rank"] for r in results] == [0, 1, 2]
+    assert all(r["sum"].tolist() == [66.0, 66.0] and r["nested"][0].device.type == "cpu" for r in results)
+    assert len({r["pid"] for r in results} | {os.getpid()}) == 4
+    assert not multiprocessing.active_children()
+
+
+def assert_all_gone(err):
+    assert not multiprocessing.active_children()
+    for pid in err.pids:
+        assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()
+
+
+@pytest.mark.slow
+def test_a_rank_that_raises_ends_the_run_naming_it():
+    with pytest.raises(D.LaunchError, match=r"rank 1 raised ValueError: bad input on rank 1") as info:
+        D.launch(dist_workers.raise_on, 3, 1, timeout=120)
+    err = info.value
+    assert err.kind == "raised" and err.ranks[0] == 1
+    assert "traceback of rank 1" in str(err) and "dist_workers.py" in str(err)
+    assert_all_gone(err)
+
+
+@pytest.mark.slow
+def test_a_rank_that_hangs_ends_the_run_within_the_timeout_naming_it():
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(D.LaunchError, match=r"did not finish within timeout=20 s") as info:
+        D.launch(dist_workers.hang_on, 2, 1, timeout=20)
+    assert time.monotonic() - start < 20 + 10
+    err = info.value
+    assert err.kind == "timeout" and set(err.ranks) == {0, 1}
+    text = str(err)
+    assert "rank 1: in hang_on (dist_workers.py" in text
+    assert "rank 0: in all_reduce" in text and "rank 1 not inside torch.distributed" in text
+    assert_all_gone(err)
+
+
+@pytest.mark.slow
+def test_a_rank_that_dies_or_returns_garbage_is_reported():
+    with pytest.raises(D.LaunchError, match=r"rank 1 exited with code 3") as info:
+        D.launch(dist_workers.die_on, 2, 1, timeout=120)
+    assert info.value.kind == "died" and info.value.ranks[0] == 1
+    assert_all_gone(info.value)
+    with pytest.raises(D.LaunchError, match=r"rank 0 raised (PicklingError|AttributeError)"):
+        D.launch(dist_workers.unpicklable_result, 1, timeout=120)
+
+
+@pytest.mark.slow
+def test_memory_per_rank_falls_like_one_over_P():
+    g = torch.Generator().manual_seed(1)
+    q, k, v, do = (torch.randn(1, 2, 1024, 32, generator=g) for _ in range(4))
+    peaks = {}
+    for p in (1, 2, 4):
+        res = D.launch(D.run_attention, p, q, k, v, method="ring", layout="zigzag", causal=True, dout=do,
+                       block_q=64, block_k=64, measure_memory=True, timeout=180)
+        peaks[p] = max(r["peak_bytes"] for r in res)
+    assert peaks[1] > peaks[2] > peaks[4]
+    assert peaks[4] <= 0.5 * peaks[1]
+    assert all(peaks[p] * p <= 1.6 * peaks[1] for p in peaks)  # O(L/P), plus tiles of fixed size
+
+
+@pytest.mark.slow
+def test_pytorch_context_parallel_on_cpu():
+    """What torch.distributed.tensor.experimental does here (chapter 14 reports it)."""
+    q, k, v, _ = tensors(h=2, length=16, dv=8)  # the CPU kernel needs d_v = d_k
+    res = D.launch(D.torch_context_parallel, 2, q, k, v, True, timeout=120)
+    assert all(r["same_zigzag"] is True for r in res)  # its head-tail balancer is our zigzag
+    assert all(r["public"] != "ok" for r in res)  # the public API does not run on CPU tensors
+    assert all(r["ring"] == "ok" for r in res), res[0]["ring"]
+    out = D.unshard([r["ring_out"] for r in res], "zigzag")
+    gold = gold_sdpa(q.numpy(), k.numpy(), v.numpy(), causal=True)
+    err = np.abs(out.numpy() - gold).max()
+    assert 1e-10 < err < 1e-5  # its merge runs in float32 even for float64 inputs
