@@ -92,13 +92,58 @@ def _slot_off_by_one(table, page_size, position):
     return table[(position + 1) // page_size % len(table)], (position + 1) % page_size
 
 
-SOLUTIONS = {"stable_softmax": _softmax_good, "merge_partials": _merge_good, "page_slot": _slot_good}
+# ---------------------------------------------------------------- chapter 14: merging two ranks
+
+
+def _ranks_good(o1, lse1, o2, lse2):
+    m = np.maximum(lse1, lse2)
+    m = np.where(np.isneginf(m), 0, m)  # nobody saw a key: shift by 0, no -inf - -inf
+    w1, w2 = np.exp(lse1 - m), np.exp(lse2 - m)
+    total = w1 + w2
+    o = (w1[..., None] * o1 + w2[..., None] * o2) / np.where(total == 0, 1, total)[..., None]
+    with np.errstate(divide="ignore"):
+        return o, m + np.log(total)
+
+
+def _ranks_naive_exp(o1, lse1, o2, lse2):  # exp(1000) overflows: inf / inf
+    w1, w2 = np.exp(lse1), np.exp(lse2)
+    return (w1[..., None] * o1 + w2[..., None] * o2) / (w1 + w2)[..., None], np.log(w1 + w2)
+
+
+def _ranks_average(o1, lse1, o2, lse2):  # ignores how much each rank saw
+    return (o1 + o2) / 2, np.logaddexp(lse1, lse2)
+
+
+def _ranks_no_empty_guard(o1, lse1, o2, lse2):  # both -inf: -inf - (-inf) = NaN
+    m = np.maximum(lse1, lse2)
+    w1, w2 = np.exp(lse1 - m), np.exp(lse2 - m)
+    return (w1[..., None] * o1 + w2[..., None] * o2) / (w1 + w2)[..., None], m + np.log(w1 + w2)
+
+
+def _ranks_max_lse(o1, lse1, o2, lse2):  # the output is right, the log-sum-exp is not
+    return _ranks_good(o1, lse1, o2, lse2)[0], np.maximum(lse1, lse2)
+
+
+def _ranks_unnormalised(o1, lse1, o2, lse2):  # forgets to divide by the total weight
+    m = np.where(np.isneginf(np.maximum(lse1, lse2)), 0, np.maximum(lse1, lse2))
+    w1, w2 = np.exp(lse1 - m), np.exp(lse2 - m)
+    return w1[..., None] * o1 + w2[..., None] * o2, _ranks_good(o1, lse1, o2, lse2)[1]
+
+
+def _ranks_float64(o1, lse1, o2, lse2):
+    return _ranks_good(*(x.astype(np.float64) for x in (o1, lse1, o2, lse2)))
+
+
+SOLUTIONS = {"stable_softmax": _softmax_good, "merge_partials": _merge_good, "page_slot": _slot_good,
+             "merge_ranks": _ranks_good}
 WRONG = {
     "stable_softmax": [_softmax_naive, _softmax_no_masked_rows, _softmax_hides_nan,
                        _softmax_float64, _softmax_wrong_axis],
     "merge_partials": [_merge_mean, _merge_no_max, _merge_no_empty_guard, _merge_unnormalised,
                        _merge_float64],
     "page_slot": [_slot_logical, _slot_swapped, _slot_off_by_one],
+    "merge_ranks": [_ranks_naive_exp, _ranks_average, _ranks_no_empty_guard, _ranks_max_lse,
+                    _ranks_unnormalised, _ranks_float64],
 }
 
 

@@ -151,7 +151,8 @@ def compare_arrays(got: Any, expected: Any, atol: float = 1e-8, rtol: float = 1e
         idx = _first_bad(inf_mismatch)
         return f"at index {idx} expected {e[idx]:.6g}, got {g[idx]:.6g}"
     finite = ok & np.isfinite(e)
-    err = np.where(finite, np.abs(g - e), 0.0)
+    with np.errstate(invalid="ignore"):  # inf - inf where both are -inf (compared above)
+        err = np.where(finite, np.abs(g - e), 0.0)
     bad = err > atol + rtol * np.abs(np.where(finite, e, 0.0))
     if bad.any():
         idx = _first_bad(bad)
