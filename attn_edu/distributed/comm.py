@@ -121,7 +121,7 @@ def _nbytes(t: Any) -> int:
 
 
 class Transfer:
-    """The requests of one :func:`exchange`; :meth:`wait` blocks until they are done.
+    """The requests of one :func:`exchange`; ``wait()`` blocks until they are done.
 
     Waiting twice is harmless (a gloo request must not be waited on twice: its second
     wait blocks for a transfer that never comes).
@@ -143,7 +143,7 @@ class Transfer:
 
 def exchange(send: Any, dst: int, recv: Any, src: int, group: Any = None, tag: int = 0) -> Transfer:
     """Start sending ``send`` to rank ``dst`` and receiving ``recv`` (filled in place) from
-    rank ``src``; returns a :class:`Transfer` to :meth:`~Transfer.wait` on.
+    rank ``src``; returns a :class:`Transfer` to ``wait()`` on.
 
     ``dst`` and ``src`` are ranks *within* ``group`` (None: the default group). Both
     transfers run in the background while the caller computes; ``send`` must not be

@@ -99,8 +99,8 @@ def block_backward(q: Tensor, k: Tensor, v: Tensor, do: Tensor, lse: Tensor, del
     gradient, and so do dK, dV summed over every query block. Shapes: q, do (..., n_q, d_k/d_v),
     k, v (..., n_k, d), lse and delta (..., n_q). ``causal`` applies a top-left causal
     mask (equal lengths, the same positions: a diagonal block). Computed ``block_q`` query
-    rows at a time (default 64), so the scratch memory is O(block_q * n_k), and in
-    :func:`accumulation_dtype`; returns (dq, dk, dv) in that dtype. Rows with
+    rows at a time (default 64), so the scratch memory is O(block_q * n_k), in float32 for
+    16-bit inputs (else in the input dtype); returns (dq, dk, dv) in that dtype. Rows with
     ``lse = -inf`` (no key at all) get zero gradients. Chapter 14.
     """
     acc = accumulation_dtype(q.dtype)
@@ -268,11 +268,11 @@ def ring_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = F
         causal: False, or True / "top_left" (equal lengths, so "bottom_right" is the same):
             key position j visible to query position i when j <= i, in *global* positions
             for both layouts. Blocks of chunks that are entirely masked are skipped.
-        layout: "contiguous" or "zigzag" (balances the causal work; see :mod:`.sharding`).
+        layout: "contiguous" or "zigzag" (balances the causal work; see :func:`.ring_schedule`).
         scale: default 1/sqrt(d_k).
         group: a ``torch.distributed`` process group (None: the default one).
         block_q, block_k: tile sizes of the computation on each rank
-            (:func:`attn_edu.flash_attention`; default 64).
+            (:func:`attn_edu.flash.flash_attention`; default 64).
         overlap: send the next block while computing with this one (True), or wait for
             each transfer first (False; the same numbers, for measuring what overlap buys).
 

@@ -99,7 +99,7 @@ def ulysses_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] 
     Call it on every rank with that rank's shards ``q``, ``k``, ``v`` of shape
     (..., H, L/P, d) (made by :func:`.shard`; ``layout`` says which). Four all-to-alls:
     Q, K, V from sequence shards to head shards (..., H/P, L, d), then attention over the
-    whole sequence for this rank's H/P heads (:func:`attn_edu.flash_attention`, tiles of
+    whole sequence for this rank's H/P heads (:func:`attn_edu.flash.flash_attention`, tiles of
     ``block_q`` x ``block_k``), then the output back to (..., H, L/P, d_v). Equal to the
     single-device reference up to rounding (<= 1e-10 in float64), causal masks included.
 

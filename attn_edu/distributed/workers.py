@@ -38,7 +38,8 @@ def run_attention(rank: int, world_size: int, q: torch.Tensor, k: torch.Tensor, 
     ``received`` (bytes, counted by the communication wrappers), ``calls``, ``compute_s``
     (wall seconds computing attention, per ring step), ``compute_cpu_s`` (the same in CPU
     seconds of this rank), ``wall_s`` (the whole layer), ``pairs`` (the blocks computed) and,
-    with ``measure_memory``, ``peak_bytes`` (extra memory of one more, identical run).
+    with ``measure_memory``, ``peak_bytes`` (the peak extra memory of the run, measured by
+    :func:`attn_edu.profiling.peak_memory`, whose profiler then slows ``wall_s``).
     ``warmup`` untimed runs come first. Chapter 14 launches it.
     """
     if method not in METHODS:
@@ -64,7 +65,10 @@ def run_attention(rank: int, world_size: int, q: torch.Tensor, k: torch.Tensor, 
             t.grad = None
     with comm.record() as rec:
         start = time.perf_counter()
-        out = layer()
+        if measure_memory:  # the allocator's peak during this very run
+            out, peak = peak_memory(layer, device="cuda" if dev.type == "cuda" else "torch_cpu")
+        else:
+            out = layer()
         wall = time.perf_counter() - start
     result = {
         "rank": rank, "out": out.detach(), "positions": positions(q.shape[-2], rank, world_size, layout),
@@ -73,9 +77,7 @@ def run_attention(rank: int, world_size: int, q: torch.Tensor, k: torch.Tensor, 
         "compute_s": list(rec.compute_s), "compute_cpu_s": list(rec.compute_cpu_s), "wall_s": wall, "pairs": list(rec.pairs),
     }
     if measure_memory:
-        for t in (qs, ks, vs):
-            t.grad = None
-        _, result["peak_bytes"] = peak_memory(layer, device="cuda" if dev.type == "cuda" else "torch_cpu")
+        result["peak_bytes"] = peak
     return result
 
 
