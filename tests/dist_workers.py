@@ -33,28 +33,28 @@ def all_reduce_sum(rank, world_size, offset, scale=1):
     return {"sum": t * scale, "rank": rank, "nested": [t.clone()], "pid": os.getpid()}
 
 
+def _all_reduce_one(rank):
+    t = torch.ones(1)
+    dist.all_reduce(t)  # every rank must get here
+    return rank
+
+
 def raise_on(rank, world_size, bad):
     if rank == bad:
         raise ValueError(f"bad input on rank {rank}")
-    t = torch.ones(1)
-    dist.all_reduce(t)
-    return rank
+    return _all_reduce_one(rank)
 
 
 def hang_on(rank, world_size, bad):
     if rank == bad:
         time.sleep(1000)
-    t = torch.ones(1)
-    dist.all_reduce(t)
-    return rank
+    return _all_reduce_one(rank)
 
 
 def die_on(rank, world_size, bad):
     if rank == bad:
         os._exit(3)
-    t = torch.ones(1)
-    dist.all_reduce(t)
-    return rank
+    return _all_reduce_one(rank)
 
 
 def unpicklable_result(rank, world_size):

@@ -145,27 +145,39 @@ def _lse(m: Tensor, l: Tensor) -> Tensor:
     return torch.where(has, m + torch.log(torch.where(has, l, torch.ones_like(l))), torch.full_like(m, -math.inf))
 
 
+def _ring_steps(k: Tensor, v: Tensor, rank: int, p: int, per: int, group: Any, overlap: bool):
+    """Yield ``(step, source rank, its K chunks, its V chunks)`` round the ring.
+
+    The block this rank holds is passed on to rank + 1 (and the next one received from
+    rank - 1) *before* it is handed to the caller, so the transfer runs while the caller
+    computes; the wait comes when the caller asks for the next step.
+    """
+    nxt, prv = (rank + 1) % p, (rank - 1) % p
+    kv = _pack(k, v)
+    for t in range(p):
+        transfer = None
+        if t < p - 1:
+            incoming = torch.empty_like(kv)
+            transfer = comm.exchange(kv, nxt, incoming, prv, group, _KV_TAG)
+            if not overlap:
+                transfer.wait()
+        kt, vt = _unpack(kv, k.shape, v.shape)
+        yield t, (rank - t) % p, kt.chunk(per, dim=-2), vt.chunk(per, dim=-2)
+        if transfer is not None:
+            transfer.wait()
+            kv = incoming
+
+
 def _ring_forward(q, k, v, causal, scale, layout, group, block_q, block_k, overlap):
     rank, p = group_info(group, "ring_attention")
-    nxt, prv = (rank + 1) % p, (rank - 1) % p
     per = chunk_count(layout)
     acc = accumulation_dtype(q.dtype)
     qc = q.chunk(per, dim=-2)  # this rank's query chunks, each (..., c, d_k)
     m = [torch.full(c.shape[:-1], -math.inf, dtype=acc, device=q.device) for c in qc]  # (..., c)
     l = [torch.zeros(c.shape[:-1], dtype=acc, device=q.device) for c in qc]  # (..., c)
     o = [torch.zeros(c.shape[:-1] + v.shape[-1:], dtype=acc, device=q.device) for c in qc]  # (..., c, d_v)
-    kv = _pack(k, v)
-    for t in range(p):
-        source = (rank - t) % p  # whose keys and values this rank holds now
-        transfer = None
-        if t < p - 1:  # pass the block on while computing with it
-            incoming = torch.empty_like(kv)
-            transfer = comm.exchange(kv, nxt, incoming, prv, group, _KV_TAG)
-            if not overlap:
-                transfer.wait()
-        kt, vt = _unpack(kv, k.shape, v.shape)
-        kc, vc = kt.chunk(per, dim=-2), vt.chunk(per, dim=-2)
-        pairs = step_pairs(rank, source, p, layout, causal)
+    for t, source, kc, vc in _ring_steps(k, v, rank, p, per, group, overlap):
+        pairs = step_pairs(rank, source, p, layout, causal)  # source: whose K, V this rank holds
         with comm.compute_timer([(t, w.q_chunk, w.k_chunk, w.kind) for w in pairs]):
             for w in pairs:
                 ob, lse_b = flash_attention(qc[w.q_local], kc[w.k_local], vc[w.k_local],
@@ -175,9 +187,6 @@ def _ring_forward(q, k, v, causal, scale, layout, group, block_q, block_k, overl
                 i = w.q_local
                 m[i], l[i], o[i] = merge_softmax_stats(m[i], l[i], o[i], lse_b,
                                                        (~torch.isneginf(lse_b)).to(acc), ob.to(acc))
-        if transfer is not None:
-            transfer.wait()
-            kv = incoming
     out = torch.cat(o, dim=-2).to(q.dtype)  # (..., n, d_v)
     lse = torch.cat([_lse(mi, li) for mi, li in zip(m, l)], dim=-1)  # (..., n)
     return out, lse
@@ -192,19 +201,9 @@ def _ring_backward(do, q, k, v, out, lse, causal, scale, layout, group, block_q,
     qc, doc = q.chunk(per, dim=-2), do.chunk(per, dim=-2)
     lsec, dc = lse.chunk(per, dim=-1), delta.chunk(per, dim=-1)
     dq = [torch.zeros(c.shape, dtype=acc, device=q.device) for c in qc]
-    kv = _pack(k, v)
     grads_in: Optional[Tuple[comm.Transfer, Tensor, Tensor]] = None  # (transfer, buffer, buffer sent)
-    for t in range(p):
-        source = (rank - t) % p
-        transfer = None
-        if t < p - 1:
-            incoming = torch.empty_like(kv)
-            transfer = comm.exchange(kv, nxt, incoming, prv, group, _KV_TAG)
-            if not overlap:
-                transfer.wait()
-        kt, vt = _unpack(kv, k.shape, v.shape)
-        kc, vc = kt.chunk(per, dim=-2), vt.chunk(per, dim=-2)
-        dkv = torch.zeros(kv.numel(), dtype=acc, device=q.device)  # this rank's share for `source`
+    for t, source, kc, vc in _ring_steps(k, v, rank, p, per, group, overlap):
+        dkv = torch.zeros(k.numel() + v.numel(), dtype=acc, device=q.device)  # share for `source`
         dkt, dvt = _unpack(dkv, k.shape, v.shape)
         dkc, dvc = dkt.chunk(per, dim=-2), dvt.chunk(per, dim=-2)  # views into dkv
         pairs = step_pairs(rank, source, p, layout, causal)
@@ -222,9 +221,6 @@ def _ring_backward(do, q, k, v, out, lse, causal, scale, layout, group, block_q,
         if p > 1:  # on to the next rank; after the last step that is the block's owner
             buf = torch.empty_like(dkv)
             grads_in = (comm.exchange(dkv, nxt, buf, prv, group, _DKV_TAG), buf, dkv)
-        if transfer is not None:
-            transfer.wait()
-            kv = incoming
     if grads_in is not None:
         grads_in[0].wait()
         dkv = grads_in[1]  # this rank's own dK, dV, summed over every rank's queries
