@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "attn_edu"
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 #: Facade packages: their submodules are documented (and reached) through the package.
-FACADES = ("attn_edu.masks", "attn_edu.bench", "attn_edu.exercises", "attn_edu.decoding")
+FACADES = ("attn_edu.masks", "attn_edu.bench", "attn_edu.exercises", "attn_edu.decoding",
+           "attn_edu.distributed")
 #: Modules that import torch (or triton) when imported; the others need NumPy only.
 TORCH_MODULES = ("reference_torch", "flash_torch", "multihead_torch", "tiny_transformer",
                  "flash_triton", "block_sparse_triton")

@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 import dist_workers
 from attn_edu import distributed as D
-from attn_edu import torch_ops
+from attn_edu import reference_torch
 from attn_edu.distributed import sharding
 from attn_edu.flash import flash_attention
 from attn_edu.reference import scaled_dot_product_attention as gold_sdpa
@@ -37,7 +37,7 @@ def tensors(b=1, h=12, length=24, d=8, dv=6, seed=0, dtype=torch.float64):
 def torch_gold(q, k, v, do, causal):
     """Output and gradients of the PyTorch twin in float64 (and in q's dtype: naive_T)."""
     qq, kk, vv = (x.detach().clone().requires_grad_() for x in (q, k, v))
-    out = torch_ops.scaled_dot_product_attention(qq, kk, vv, causal=causal)
+    out = reference_torch.scaled_dot_product_attention(qq, kk, vv, causal=causal)
     out.backward(do)
     return out.detach(), (qq.grad, kk.grad, vv.grad)
 
@@ -216,9 +216,9 @@ def test_one_rank_is_plain_attention_and_cross_attention_works(world_of_one):
     q, k, v, do = tensors(b=1, h=2, length=10, d=4, dv=3)
     kk, vv = k[..., :6, :], v[..., :6, :]
     out = D.ring_attention(q, kk, vv)  # L_q != L_k, no mask
-    assert (out - torch_ops.scaled_dot_product_attention(q, kk, vv)).abs().max() <= 1e-12
+    assert (out - reference_torch.scaled_dot_product_attention(q, kk, vv)).abs().max() <= 1e-12
     out, lse = D.ring_attention(q, k, v, causal=True, layout="zigzag", return_lse=True)
-    assert (out - torch_ops.scaled_dot_product_attention(q, k, v, causal=True)).abs().max() <= 1e-12
+    assert (out - reference_torch.scaled_dot_product_attention(q, k, v, causal=True)).abs().max() <= 1e-12
     assert (lse - torch.logsumexp((q @ k.transpose(-1, -2) / 2).masked_fill(
         torch.ones(10, 10, dtype=torch.bool).triu(1), float("-inf")), -1)).abs().max() <= 1e-12
     with D.record() as rec:

@@ -21,19 +21,22 @@ Importing this package imports torch (``import attn_edu`` does not). Chapter 14.
 """
 from __future__ import annotations
 
-from .comm import Record, Transfer, all_to_all, exchange, record, ring_bytes, ulysses_bytes
+from .comm import (Record, Transfer, active_records, all_to_all, compute_timer, exchange, record, ring_bytes,
+                   ulysses_bytes)
 from .processes import BACKENDS, LaunchError, launch, local_device
-from .ring import block_backward, ring_attention
-from .sharding import (LAYOUTS, chunk_ids, pair_kind, positions, ring_schedule, ring_steps_in_tiles,
-                       shard, tiles_per_rank, unshard)
+from .ring import accumulation_dtype, block_backward, check_shards, group_info, ring_attention
+from .sharding import (LAYOUTS, PairWork, check_layout, check_world, chunk_count, chunk_ids, pair_kind, positions,
+                       ring_schedule, ring_steps_in_tiles, shard, step_pairs, tiles_per_rank, unshard)
 from .ulysses import heads_to_seq, seq_to_heads, ulysses_attention
 from .workers import METHODS, run_attention, torch_context_parallel
 
 __all__ = [
     "ring_attention", "ulysses_attention", "block_backward", "seq_to_heads", "heads_to_seq",
     "shard", "unshard", "positions", "chunk_ids", "LAYOUTS", "pair_kind", "ring_schedule",
-    "tiles_per_rank", "ring_steps_in_tiles",
+    "tiles_per_rank", "ring_steps_in_tiles", "step_pairs", "PairWork", "chunk_count", "check_layout",
+    "check_world", "check_shards", "group_info", "accumulation_dtype",
     "launch", "LaunchError", "local_device", "BACKENDS",
     "record", "Record", "exchange", "Transfer", "all_to_all", "ring_bytes", "ulysses_bytes",
+    "active_records", "compute_timer",
     "run_attention", "torch_context_parallel", "METHODS",
 ]

@@ -32,7 +32,7 @@ from torch import Tensor
 from .. import _checks
 from ..flash import flash_attention
 from ..precision import merge_softmax_stats
-from ..torch_ops import prepare_inputs
+from ..reference_torch import prepare_inputs
 from . import comm
 from .sharding import check_layout, chunk_count, step_pairs
 
@@ -60,7 +60,7 @@ def group_info(group: Any, who: str) -> Tuple[int, int]:
 def check_shards(q: Tensor, k: Tensor, v: Tensor, causal: object, scale: object, who: str):
     """The argument checks every sequence-parallel attention shares.
 
-    The single-device rules first (:func:`attn_edu.torch_ops.prepare_inputs`: tensors, one
+    The single-device rules first (:func:`attn_edu.reference_torch.prepare_inputs`: tensors, one
     floating dtype, one device, shapes, ``causal``, ``scale``), then what sharding adds:
     q, k and v have the same leading axes (no broadcasting), and a causal mask needs query
     and key shards of the same length (self-attention, sharded alike; ``"bottom_right"``
@@ -106,7 +106,7 @@ def block_backward(q: Tensor, k: Tensor, v: Tensor, do: Tensor, lse: Tensor, del
     acc = accumulation_dtype(q.dtype)
     q, k, v, do, lse, delta = (t.to(acc) for t in (q, k, v, do, lse, delta))
     n_q, n_k = q.shape[-2], k.shape[-2]
-    bq = 64 if block_q is None else _checks.check_block_size("block_q", block_q)
+    bq = 64 if block_q is None else _checks.check_positive_int("block_q", block_q)
     lse = torch.where(torch.isneginf(lse), torch.full_like(lse, math.inf), lse)  # no key: P = 0
     dq = torch.zeros_like(q)
     dk = torch.zeros_like(k)
@@ -283,9 +283,9 @@ def ring_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = F
         raise ValueError(f"a zigzag shard holds two equal chunks, so its length must be even; got "
                          f"q {tuple(q.shape)}")
     if block_q is not None:
-        _checks.check_block_size("block_q", block_q)
+        _checks.check_positive_int("block_q", block_q)
     if block_k is not None:
-        _checks.check_block_size("block_k", block_k)
+        _checks.check_positive_int("block_k", block_k)
     group_info(group, "ring_attention")
     out, lse = _RingAttention.apply(q, k, v, causal_b, s, layout, group, block_q, block_k, bool(overlap))
     return (out, lse) if return_lse else out

@@ -29,7 +29,7 @@ from typing import Any, List, Sequence, Tuple
 import numpy as np
 
 from .. import _checks
-from ..reference import is_torch_tensor
+
 
 __all__ = ["LAYOUTS", "check_layout", "check_world", "chunk_ids", "chunk_count", "shard", "unshard",
            "positions", "pair_kind", "PairWork", "step_pairs", "ring_schedule", "tiles_per_rank",
@@ -85,7 +85,7 @@ def _check_length(length: int, world_size: int, layout: str) -> int:
 
 
 def _axis(x: Any, dim: object) -> int:
-    ndim = x.ndim if not is_torch_tensor(x) else x.dim()
+    ndim = x.ndim if not _checks.is_torch_tensor(x) else x.dim()
     if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
         raise TypeError(f"dim must be an integer; got {dim!r}")
     if not -ndim <= dim < ndim:
@@ -94,13 +94,13 @@ def _axis(x: Any, dim: object) -> int:
 
 
 def _take(x: Any, axis: int, start: int, stop: int) -> Any:
-    index = [slice(None)] * (x.dim() if is_torch_tensor(x) else x.ndim)
+    index = [slice(None)] * (x.dim() if _checks.is_torch_tensor(x) else x.ndim)
     index[axis] = slice(start, stop)
     return x[tuple(index)]
 
 
 def _concat(parts: Sequence[Any], axis: int) -> Any:
-    if is_torch_tensor(parts[0]):
+    if _checks.is_torch_tensor(parts[0]):
         import torch
 
         return torch.cat(list(parts), dim=axis)

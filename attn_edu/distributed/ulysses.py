@@ -124,5 +124,5 @@ def ulysses_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] 
                          f"q {tuple(q.shape)}")
     for name, b in (("block_q", block_q), ("block_k", block_k)):
         if b is not None:
-            _checks.check_block_size(name, b)
+            _checks.check_positive_int(name, b)
     return _Ulysses.apply(q, k, v, causal_b, s, layout, group, block_q, block_k)
