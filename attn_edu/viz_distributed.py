@@ -5,9 +5,9 @@
 * :func:`ring_figure` -- every step of both layouts (contiguous, zigzag) behind a slider
   that works on the static page (:func:`attn_edu.viz.slider_figure`).
 
-plotly is imported inside the functions; the schedule comes from
-:mod:`attn_edu.distributed.sharding` (imported lazily: it needs no torch, but the package
-``attn_edu.distributed`` does). Used by chapter 14.
+plotly and the schedule (:func:`attn_edu.distributed.ring_schedule`, which imports torch)
+are imported inside the functions, so importing this module needs neither. Used by
+chapter 14.
 """
 from __future__ import annotations
 
