@@ -2,7 +2,7 @@
 
 * :func:`roofline_figure` / :func:`roofline_explorer` -- published GPU rooflines with
   attention workloads placed by their arithmetic intensity (a slider moves them);
-* :func:`draw_paged_cache` -- a :class:`~attn_edu.decoding.paged.PagedKVCache`'s pool of pages
+* :func:`draw_paged_cache` -- a :class:`~attn_edu.decoding.PagedKVCache`'s pool of pages
   and every sequence's block table (matplotlib);
 * :func:`occupancy_explorer` -- which SMs a decode step keeps busy as the keys are split;
 * :func:`paged_memory_explorer` -- paged vs. contiguous memory of a batch, by page size;
@@ -176,7 +176,7 @@ def paged_memory_explorer(lengths: Sequence[int], max_len: int, token_bytes: int
                           initial_index: Optional[int] = None):
     """Memory of a batch, contiguous max-length reservation vs. a paged cache, by page size.
 
-    Each frame measures :func:`attn_edu.decoding.paged.paged_vs_contiguous` (a real cache) and
+    Each frame measures :func:`attn_edu.decoding.paged_vs_contiguous` (a real cache) and
     draws two stacked bars in GiB (slots x ``token_bytes``): tokens + unused reservation,
     and tokens + internal fragmentation, with the block-table entries in the label. The
     slider starts at a page of 16 tokens when offered (vLLM's default).
@@ -228,7 +228,7 @@ def _quant_layout(title: Optional[str]) -> dict:
 
 def quantization_figure(q, k, v, fmt: str = "int8", group_size: Optional[int] = None,
                         title: Optional[str] = None):
-    """Bars: :func:`attn_edu.decoding.quantize.attention_error` with only the keys or only the values
+    """Bars: :func:`attn_edu.decoding.attention_error` with only the keys or only the values
     stored as ``fmt``, scaled per channel or per token. Returns a plotly figure."""
     import plotly.graph_objects as go
 

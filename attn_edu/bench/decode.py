@@ -49,7 +49,7 @@ def decode_sweep(contexts: Sequence[int] = (1024, 4096, 16384, 65536), batches: 
     Times each of ``impls`` -- ``triton_split_kv`` (:func:`attn_edu.kernels.decode_triton.split_kv_decode`,
     splits chosen for the GPU), ``triton_one_split`` (the same kernel, ``num_splits=1``: one
     program per (batch, K/V head)), ``torch_sdpa`` (``F.scaled_dot_product_attention`` with
-    ``enable_gqa=True``) and ``torch_split_kv`` (:func:`attn_edu.decoding.split_kv.split_kv_attention`
+    ``enable_gqa=True``) and ``torch_split_kv`` (:func:`attn_edu.decoding.split_kv_attention`
     on tensors) -- for query heads ``heads`` sharing ``kv_heads`` K/V heads. Each row has the
     median and minimum time, the KV-cache bytes one step reads
     (``2 * batch * kv_heads * context * d * itemsize``), the bandwidth that implies

@@ -1,19 +1,19 @@
 r"""Attention at inference time (chapter 13): what a decoder does with its KV cache.
 
-* :mod:`~attn_edu.decoding.roofline` -- prefill vs. decode arithmetic intensity, the
+* ``roofline`` -- prefill vs. decode arithmetic intensity, the
   roofline, published GPU and model figures (``GPUS``, ``MODELS``), KV bytes per
   token for MHA / GQA / MQA / MLA;
-* :mod:`~attn_edu.decoding.split_kv` -- split-KV decoding (Flash-Decoding):
+* ``split_kv`` -- split-KV decoding (Flash-Decoding):
   :func:`split_kv_attention` and :func:`merge_partials`, built on chapter 09's merge of
   softmax statistics (NumPy and torch; the Triton kernel is
   :mod:`attn_edu.kernels.decode_triton`);
-* :mod:`~attn_edu.decoding.paged` -- :class:`PagedKVCache`, a vLLM-style paged cache with
+* ``paged`` -- :class:`PagedKVCache`, a vLLM-style paged cache with
   block tables, copy-on-write prefix sharing and page-by-page attention;
-* :mod:`~attn_edu.decoding.latent` -- multi-head latent attention (DeepSeek-V2) and its
+* ``latent`` -- multi-head latent attention (DeepSeek-V2) and its
   absorbed projections;
-* :mod:`~attn_edu.decoding.quantize` -- int8/int4/fp8 KV-cache quantization, per channel
+* ``quantize`` -- int8/int4/fp8 KV-cache quantization, per channel
   or per token, and the error it causes;
-* :mod:`~attn_edu.decoding.ring` -- :class:`RingKVCache`, the constant-memory cache of a
+* ``ring`` -- :class:`RingKVCache`, the constant-memory cache of a
   sliding-window model.
 
 Imports NumPy only (torch where a tensor is passed, and for fp8).

@@ -16,7 +16,7 @@ page is shared first copies that page, so the other sequences never see the new 
 
 :meth:`PagedKVCache.attention` reads the keys page by page, through the block table,
 without gathering them into one array: each page's partial output and log-sum-exp are
-merged with :func:`attn_edu.decoding.split_kv.merge_partials` (split-KV decoding with the pages
+merged with :func:`attn_edu.decoding.merge_partials` (split-KV decoding with the pages
 as the chunks). Explained in chapter 13.
 """
 from __future__ import annotations
@@ -269,7 +269,7 @@ class PagedKVCache:
         alignment). Returns (H_q, t_q, d_v): what
         :func:`attn_edu.reference.scaled_dot_product_attention` gives on :meth:`gather`'s
         keys with ``causal="bottom_right", enable_gqa=True``. Each page is one chunk of
-        split-KV decoding (:func:`~attn_edu.decoding.split_kv.merge_partials`).
+        split-KV decoding (:func:`~attn_edu.decoding.merge_partials`).
         """
         n = self.length(seq)
         if is_torch_tensor(q):

@@ -60,7 +60,7 @@ def group_info(group: Any, who: str) -> Tuple[int, int]:
 def check_shards(q: Tensor, k: Tensor, v: Tensor, causal: object, scale: object, who: str):
     """The argument checks every sequence-parallel attention shares.
 
-    The single-device rules first (:func:`attn_edu.reference_torch.prepare_inputs`: tensors, one
+    The single-device rules first (``attn_edu.reference_torch.prepare_inputs``: tensors, one
     floating dtype, one device, shapes, ``causal``, ``scale``), then what sharding adds:
     q, k and v have the same leading axes (no broadcasting), and a causal mask needs query
     and key shards of the same length (self-attention, sharded alike; ``"bottom_right"``

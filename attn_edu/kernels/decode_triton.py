@@ -21,10 +21,10 @@ splits the keys into ``num_splits`` chunks:
    :math:`\operatorname{lse} = M + \log \sum_c w_c` --
    :func:`attn_edu.precision.merge_softmax_stats` over all chunks at once. (Keeping
    ``m_c`` and ``l_c`` apart, rather than one ``lse_c = m_c + log l_c`` as
-   :func:`attn_edu.decoding.split_kv.merge_partials` takes, spares float32 the rounding
+   :func:`attn_edu.decoding.merge_partials` takes, spares float32 the rounding
    of ``exp(lse_c - lse)``, whose relative error grows with ``|lse_c|``.)
 
-Chunks start on ``BLOCK_N`` boundaries (:func:`attn_edu.decoding.split_kv.chunk_size`). Optional
+Chunks start on ``BLOCK_N`` boundaries (:func:`attn_edu.decoding.chunk_size`). Optional
 per-sequence cache lengths ``seqlens`` (B,) let a batch of different lengths share one
 padded cache; splits past a sequence's end are empty. Causal alignment is per sequence:
 bottom-right (the queries are the last ``L_q`` positions of each sequence, what decoding
@@ -232,8 +232,8 @@ DECODE_CONFIGS: Dict[int, List[DecodeConfig]] = {
     80: [DecodeConfig(64, 4, 3), DecodeConfig(128, 4, 3)],
     90: [DecodeConfig(64, 4, 3), DecodeConfig(128, 4, 3)],
 }
-#: Under TRITON_INTERPRET=1 each block is a NumPy call: small blocks, so that tests with
-#: short caches still cross several blocks, chunks and a ragged last block.
+#: The configuration under ``TRITON_INTERPRET=1``, where each block is a NumPy call. Its blocks
+#: are small so that tests with short caches still cross several blocks, chunks and a ragged last block.
 INTERPRET_CONFIG = DecodeConfig(16, 1, 1)
 #: Warps of the reduction (one row, NUM_SPLITS x d_v numbers).
 REDUCE_NUM_WARPS = 4
@@ -347,7 +347,7 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
         q: (B, H_q, L_q, d_k), the newest ``L_q`` positions (``L_q = 1`` when decoding);
             k: (B, H_kv, L_k, d_k); v: (B, H_kv, L_k, d_v). float16, bfloat16 or float32;
             ``1 <= d_k, d_v <= 128``; H_q a multiple of H_kv with ``enable_gqa=True``.
-        num_splits: chunks of keys, 1 .. 128; default :func:`choose_num_splits` for this GPU
+        num_splits: chunks of keys, 1 .. 128; default :func:`~attn_edu.kernels.decode_triton.choose_num_splits` for this GPU
             (8 SMs under the interpreter).
         causal: False, True/"top_left" or "bottom_right" (query i is position
             ``i + L - L_q`` of its sequence of length L: what decoding with a cache needs).
@@ -357,7 +357,7 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
         return_lse: also return the natural-log log-sum-exp (B, H_q, L_q), float32.
 
     Returns ``out`` (B, H_q, L_q, d_v) in the input dtype (and ``lse``). Forward only.
-    Equal to :func:`attn_edu.decoding.split_kv.split_kv_attention` within the tolerance rule.
+    Equal to :func:`attn_edu.decoding.split_kv_attention` within the tolerance rule.
     """
     align, s, group = check_decode_inputs(q, k, v, causal, scale, seqlens, enable_gqa)
     B, HQ, LQ, DK = q.shape
