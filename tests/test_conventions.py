@@ -25,7 +25,7 @@ FACADES = ("attn_edu.masks", "attn_edu.bench", "attn_edu.exercises", "attn_edu.d
            "attn_edu.distributed")
 #: Modules that import torch (or triton) when imported; the others need NumPy only.
 TORCH_MODULES = ("reference_torch", "flash_torch", "multihead_torch", "tiny_transformer",
-                 "flash_triton", "block_sparse_triton")
+                 "flash_triton", "block_sparse_triton", "decode_triton", "distributed")
 
 
 def _module_name(path: Path) -> str:
@@ -40,7 +40,7 @@ def _public_modules() -> list:
 
 
 def _import(name: str):
-    if name.split(".")[-1] in TORCH_MODULES:
+    if any(part in TORCH_MODULES for part in name.split(".")):  # a module or its package
         pytest.importorskip("torch")
     if name.endswith("_triton"):
         pytest.importorskip("triton")

@@ -15,10 +15,11 @@ import sys
 
 import numpy as np
 import pytest
-import torch
-import torch.distributed as dist
 
-import dist_workers
+torch = pytest.importorskip("torch")
+import torch.distributed as dist  # noqa: E402
+
+import dist_workers  # noqa: E402
 from attn_edu import distributed as D
 from attn_edu import reference_torch
 from attn_edu.distributed import sharding

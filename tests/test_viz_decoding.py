@@ -1,13 +1,13 @@
 """attn_edu.viz_decoding: chapter 13's figures show what the package computes."""
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import pytest
 
+matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 
 from attn_edu import decoding  # noqa: E402
 from attn_edu import viz_decoding as vd  # noqa: E402

@@ -21,6 +21,8 @@ Importing this package imports torch (``import attn_edu`` does not). Chapter 14.
 """
 from __future__ import annotations
 
+import torch  # noqa: F401  (the whole package runs on torch.distributed; a clear error without it)
+
 from .comm import (Record, Transfer, active_records, all_to_all, compute_timer, exchange, record, ring_bytes,
                    ulysses_bytes)
 from .processes import BACKENDS, LaunchError, launch, local_device
