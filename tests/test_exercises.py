@@ -147,6 +147,98 @@ WRONG = {
 }
 
 
+# ------------------------------------------- chapters 01, 02, 04: attention, entropy, positions
+
+
+def _attention_good(Q, K, V):
+    S = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])  # (..., L_q, L_k)
+    return _softmax_good(S) @ V                              # (..., L_q, d_v)
+
+
+def _attention_K_dot_T(Q, K, V):  # K.T reverses every axis: wrong with (B, H, L, D)
+    return _softmax_good(Q @ K.T / np.sqrt(Q.shape[-1])) @ V
+
+
+def _attention_unscaled(Q, K, V):
+    return _softmax_good(Q @ np.swapaxes(K, -1, -2)) @ V
+
+
+def _attention_divides_by_d_k(Q, K, V):
+    return _softmax_good(Q @ np.swapaxes(K, -1, -2) / Q.shape[-1]) @ V
+
+
+def _attention_softmax_over_queries(Q, K, V):
+    S = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+    return _softmax_good(np.swapaxes(S, -1, -2)).swapaxes(-1, -2) @ V
+
+
+def _attention_unstable(Q, K, V):
+    return _softmax_naive(Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])) @ V
+
+
+def _entropy_good(P):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0).sum(-1)
+
+
+def _entropy_nan_at_zero(P):  # 0 * log 0 = 0 * -inf = NaN
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -(P * np.log(P)).sum(-1)
+
+
+def _entropy_bits(P):
+    return _entropy_good(P) / np.log(2)
+
+
+def _entropy_wrong_axis(P):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0).sum(0)
+
+
+def _entropy_clipped(P):  # log(P + eps) instead of 0 log 0 = 0: close, but not equal
+    return -(P * np.log(P + 1e-6)).sum(-1)
+
+
+def _positions_good(length, d_model):
+    p = np.arange(length)[:, None]                                 # (L, 1)
+    omega = 10000.0 ** (-np.arange(0, d_model, 2) / d_model)       # (d/2,)
+    pe = np.zeros((length, d_model))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(p * omega), np.cos(p * omega)
+    return pe
+
+
+def _positions_one_based(length, d_model):
+    return _positions_good(length + 1, d_model)[1:]
+
+
+def _positions_sin_cos_swapped(length, d_model):
+    return _positions_good(length, d_model)[:, np.arange(d_model) ^ 1]
+
+
+def _positions_exponent_i_over_d(length, d_model):  # omega_i = 10000^(-i/d), not ^(-2i/d)
+    p = np.arange(length)[:, None]
+    omega = 10000.0 ** (-np.arange(d_model // 2) / d_model)
+    pe = np.zeros((length, d_model))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(p * omega), np.cos(p * omega)
+    return pe
+
+
+def _positions_halves(length, d_model):  # all sines, then all cosines (another layout)
+    pe = _positions_good(length, d_model)
+    return np.concatenate([pe[:, 0::2], pe[:, 1::2]], axis=1)
+
+
+SOLUTIONS.update(attention=_attention_good, softmax_entropy=_entropy_good,
+                 sinusoidal_positions=_positions_good)
+WRONG.update(
+    attention=[_attention_K_dot_T, _attention_unscaled, _attention_divides_by_d_k,
+               _attention_softmax_over_queries, _attention_unstable],
+    softmax_entropy=[_entropy_nan_at_zero, _entropy_bits, _entropy_wrong_axis, _entropy_clipped],
+    sinusoidal_positions=[_positions_one_based, _positions_sin_cos_swapped,
+                          _positions_exponent_i_over_d, _positions_halves],
+)
+
+
 def test_every_checker_has_a_solution_and_wrong_answers():
     assert set(exercises.CHECKERS) == set(SOLUTIONS)
     assert set(exercises.CHECKERS) == set(WRONG)

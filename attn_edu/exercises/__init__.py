@@ -27,6 +27,13 @@ __all__ = ["CHECKERS", "Case", "Result", "compare_arrays", "describe", "run_case
            "check_stable_softmax", "check_merge_partials", "check_page_slot",
            "check_merge_ranks"]
 
+# chapters 01, 02, 04
+from .ch01 import check_attention  # noqa: E402
+from .ch02 import check_softmax_entropy  # noqa: E402
+from .ch04 import check_sinusoidal_positions  # noqa: E402
+
+__all__ += ["check_attention", "check_softmax_entropy", "check_sinusoidal_positions"]
+
 from . import _harness  # noqa: E402  (documented here, where the API page reads it)
 
 #: Every checker, by name; ``CHECKERS["stable_softmax"](fn)`` grades ``fn`` and returns a :class:`Result`.
