@@ -147,7 +147,7 @@ WRONG = {
 }
 
 
-# ------------------------------------------- chapters 01, 02, 04: attention, entropy, positions
+# ------------------------------------------- chapters 01, 02, 04: attention, q.k moments, positions
 
 
 def _attention_good(Q, K, V):
@@ -176,27 +176,24 @@ def _attention_unstable(Q, K, V):
     return _softmax_naive(Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])) @ V
 
 
-def _entropy_good(P):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return -np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0).sum(-1)
+def _moments_good(mq, cq, mk, ck):
+    return mq @ mk, np.trace(cq @ ck) + mq @ ck @ mq + mk @ cq @ mk
 
 
-def _entropy_nan_at_zero(P):  # 0 * log 0 = 0 * -inf = NaN
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return -(P * np.log(P)).sum(-1)
+def _moments_textbook(mq, cq, mk, ck):  # d_k sigma_q^2 sigma_k^2: ignores means and correlations
+    return 0.0, len(mq) * np.mean(np.diag(cq)) * np.mean(np.diag(ck))
 
 
-def _entropy_bits(P):
-    return _entropy_good(P) / np.log(2)
+def _moments_no_mean_terms(mq, cq, mk, ck):
+    return mq @ mk, np.trace(cq @ ck)
 
 
-def _entropy_wrong_axis(P):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return -np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0).sum(0)
+def _moments_product_of_traces(mq, cq, mk, ck):
+    return mq @ mk, np.trace(cq) * np.trace(ck) + mq @ ck @ mq + mk @ cq @ mk
 
 
-def _entropy_clipped(P):  # log(P + eps) instead of 0 log 0 = 0: close, but not equal
-    return -(P * np.log(P + 1e-6)).sum(-1)
+def _moments_mean_terms_swapped(mq, cq, mk, ck):  # each mean with its own covariance
+    return mq @ mk, np.trace(cq @ ck) + mq @ cq @ mq + mk @ ck @ mk
 
 
 def _positions_good(length, d_model):
@@ -228,12 +225,13 @@ def _positions_halves(length, d_model):  # all sines, then all cosines (another 
     return np.concatenate([pe[:, 0::2], pe[:, 1::2]], axis=1)
 
 
-SOLUTIONS.update(attention=_attention_good, softmax_entropy=_entropy_good,
+SOLUTIONS.update(attention=_attention_good, dot_product_moments=_moments_good,
                  sinusoidal_positions=_positions_good)
 WRONG.update(
     attention=[_attention_K_dot_T, _attention_unscaled, _attention_divides_by_d_k,
                _attention_softmax_over_queries, _attention_unstable],
-    softmax_entropy=[_entropy_nan_at_zero, _entropy_bits, _entropy_wrong_axis, _entropy_clipped],
+    dot_product_moments=[_moments_textbook, _moments_no_mean_terms, _moments_product_of_traces,
+                         _moments_mean_terms_swapped],
     sinusoidal_positions=[_positions_one_based, _positions_sin_cos_swapped,
                           _positions_exponent_i_over_d, _positions_halves],
 )
