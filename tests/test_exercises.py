@@ -147,7 +147,7 @@ WRONG = {
 }
 
 
-# ------------------------------------------- chapters 01, 02, 04: attention, q.k moments, positions
+# ------------------------------------------- chapters 01, 02, 04: attention, q.k moments, RoPE
 
 
 def _attention_good(Q, K, V):
@@ -196,44 +196,51 @@ def _moments_mean_terms_swapped(mq, cq, mk, ck):  # each mean with its own covar
     return mq @ mk, np.trace(cq @ ck) + mq @ cq @ mq + mk @ ck @ mk
 
 
-def _positions_good(length, d_model):
-    p = np.arange(length)[:, None]                                 # (L, 1)
-    omega = 10000.0 ** (-np.arange(0, d_model, 2) / d_model)       # (d/2,)
-    pe = np.zeros((length, d_model))
-    pe[:, 0::2], pe[:, 1::2] = np.sin(p * omega), np.cos(p * omega)
-    return pe
+def _rotary_good(x, positions):
+    d = x.shape[-1]
+    omega = 10000.0 ** (-np.arange(0, d, 2) / d)            # (d/2,)
+    ang = np.asarray(positions, dtype=float)[:, None] * omega  # (L, d/2)
+    c, s = np.cos(ang), np.sin(ang)
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = a * c - b * s, a * s + b * c
+    return out
 
 
-def _positions_one_based(length, d_model):
-    return _positions_good(length + 1, d_model)[1:]
+def _rotary_clockwise(x, positions):
+    return _rotary_good(x, -np.asarray(positions, dtype=float))
 
 
-def _positions_sin_cos_swapped(length, d_model):
-    return _positions_good(length, d_model)[:, np.arange(d_model) ^ 1]
+def _rotary_one_based(x, positions):
+    return _rotary_good(x, np.asarray(positions, dtype=float) + 1)
 
 
-def _positions_exponent_i_over_d(length, d_model):  # omega_i = 10000^(-i/d), not ^(-2i/d)
-    p = np.arange(length)[:, None]
-    omega = 10000.0 ** (-np.arange(d_model // 2) / d_model)
-    pe = np.zeros((length, d_model))
-    pe[:, 0::2], pe[:, 1::2] = np.sin(p * omega), np.cos(p * omega)
-    return pe
+def _rotary_halves(x, positions):  # pairs (i, i + d/2): the GPT-NeoX layout, not the one asked for
+    d = x.shape[-1]
+    perm = np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])   # interleaved -> halves
+    inv = np.argsort(perm)
+    return _rotary_good(x[..., inv], positions)[..., perm]
 
 
-def _positions_halves(length, d_model):  # all sines, then all cosines (another layout)
-    pe = _positions_good(length, d_model)
-    return np.concatenate([pe[:, 0::2], pe[:, 1::2]], axis=1)
+def _rotary_exponent_i_over_d(x, positions):  # omega_i = 10000^(-i/d)
+    d = x.shape[-1]
+    omega = 10000.0 ** (-np.arange(d // 2) / d)
+    ang = np.asarray(positions, dtype=float)[:, None] * omega
+    c, s = np.cos(ang), np.sin(ang)
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = a * c - b * s, a * s + b * c
+    return out
 
 
 SOLUTIONS.update(attention=_attention_good, dot_product_moments=_moments_good,
-                 sinusoidal_positions=_positions_good)
+                 rotary=_rotary_good)
 WRONG.update(
     attention=[_attention_K_dot_T, _attention_unscaled, _attention_divides_by_d_k,
                _attention_softmax_over_queries, _attention_unstable],
     dot_product_moments=[_moments_textbook, _moments_no_mean_terms, _moments_product_of_traces,
                          _moments_mean_terms_swapped],
-    sinusoidal_positions=[_positions_one_based, _positions_sin_cos_swapped,
-                          _positions_exponent_i_over_d, _positions_halves],
+    rotary=[_rotary_clockwise, _rotary_one_based, _rotary_halves, _rotary_exponent_i_over_d],
 )
 
 

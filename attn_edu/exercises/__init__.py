@@ -30,9 +30,9 @@ __all__ = ["CHECKERS", "Case", "Result", "compare_arrays", "describe", "run_case
 # chapters 01, 02, 04
 from .ch01 import check_attention  # noqa: E402
 from .ch02 import check_dot_product_moments  # noqa: E402
-from .ch04 import check_sinusoidal_positions  # noqa: E402
+from .ch04 import check_rotary  # noqa: E402
 
-__all__ += ["check_attention", "check_dot_product_moments", "check_sinusoidal_positions"]
+__all__ += ["check_attention", "check_dot_product_moments", "check_rotary"]
 
 from . import _harness  # noqa: E402  (documented here, where the API page reads it)
 
