@@ -10,7 +10,10 @@ or applies position information. This module holds the two classic choices:
   rotation of every (sin, cos) pair, the same for every position);
 * :func:`rotary` -- rotary position embedding (RoPE, Su et al., 2021), *applied* to
   queries and keys so that their dot product depends only on the offset between
-  positions.
+  positions; with positions divided by a factor it is *position interpolation*;
+* :func:`alibi_bias` (with :func:`alibi_slopes`) -- ALiBi (Press et al., 2022), no
+  encoding at all but a float mask added to the scores: a penalty proportional to the
+  distance, with one slope per head.
 
 Both use the same frequencies :math:`\omega_i = \text{base}^{-2i/d}` and the same pairing
 of dimensions ``(2i, 2i+1)``, so ``d`` (``d_model`` or the head dimension) must be even.
@@ -30,6 +33,8 @@ __all__ = [
     "sinusoidal_positions",
     "sinusoidal_shift_matrix",
     "rotary",
+    "alibi_slopes",
+    "alibi_bias",
 ]
 
 
@@ -205,3 +210,48 @@ def rotary(x: object, positions: Optional[object] = None, base: float = 10000.0)
     out[..., 0::2] = even * c - odd * s
     out[..., 1::2] = even * s + odd * c
     return out.astype(arr.dtype, copy=False)
+
+
+# --------------------------------------------------------------------------- ALiBi
+def alibi_slopes(num_heads: int) -> np.ndarray:
+    r"""The per-head slopes of ALiBi (Press et al., 2022): a geometric sequence.
+
+    For :math:`H` a power of two, :math:`m_h = 2^{-8(h+1)/H}`, :math:`h = 0, \dots, H-1`
+    (for 8 heads: 1/2, 1/4, ..., 1/256). Otherwise, as in the paper's code, the slopes of the
+    largest power of two :math:`n < H` followed by every other slope of :math:`2n` heads.
+
+    Returns float64 of shape ``(num_heads,)``, in (0, 1). Raises TypeError/ValueError for a
+    ``num_heads`` that is not a positive integer. Explained in chapter 04.
+    """
+    h = _checks.check_positive_int("num_heads", num_heads)
+
+    def power_of_two(n: int) -> np.ndarray:
+        return 2.0 ** (-8.0 * np.arange(1, n + 1) / n)  # (n,)
+
+    n = 1 << (h.bit_length() - 1)  # largest power of two <= h
+    if n == h:
+        return power_of_two(h)
+    return np.concatenate([power_of_two(n), power_of_two(2 * n)[0::2][: h - n]])
+
+
+def alibi_bias(num_heads: int, length: int) -> np.ndarray:
+    r"""ALiBi's causal float mask for self-attention over ``length`` tokens.
+
+    .. math:: B_{h,i,j} = -m_h\,(i - j) \ \text{for } j \le i, \qquad B_{h,i,j} = -\infty \ \text{for } j > i,
+
+    with :math:`m_h` from :func:`alibi_slopes`. Added to the scores (pass it as a float
+    ``mask`` to :func:`attn_edu.scaled_dot_product_attention`), it penalises each key by
+    its distance from the query and hides the future; no encoding is added to the tokens.
+    It depends on :math:`i - j` only, so the bias for a longer sequence contains the
+    shorter one as its top-left block: the same rule applies at any length (the paper's
+    "train short, test long").
+
+    Returns float64 of shape ``(num_heads, length, length)``; the diagonal is 0, so no row
+    is fully masked. Raises TypeError/ValueError for non-positive-integer arguments.
+    Explained in chapter 04.
+    """
+    slopes = alibi_slopes(num_heads)                                   # (H,)
+    n = _checks.check_positive_int("length", length)
+    offset = np.arange(n)[:, None] - np.arange(n)[None, :]             # (L, L): i - j
+    bias = -slopes[:, None, None] * offset                            # (H, L, L)
+    return np.where(offset >= 0, bias, -np.inf)

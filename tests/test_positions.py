@@ -176,4 +176,56 @@ def test_rotary_bad_arguments(call, exc, match):
 
 def test_module_exports():
     assert set(pos_mod.__all__) == {"sinusoidal_frequencies", "sinusoidal_positions",
-                                    "sinusoidal_shift_matrix", "rotary"}
+                                    "sinusoidal_shift_matrix", "rotary", "alibi_slopes", "alibi_bias"}
+
+
+# ------------------------------------------------------------------ ALiBi and position interpolation
+def test_alibi_slopes_powers_of_two_and_the_papers_rule_otherwise():
+    from attn_edu.positions import alibi_slopes
+    assert np.array_equal(alibi_slopes(8), 2.0 ** -np.arange(1, 9))          # 1/2 ... 1/256
+    assert np.allclose(alibi_slopes(4), [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8])
+    # 12 heads: the 8 slopes of 8 heads, then slopes 0, 2, 4, 6 of 16 heads
+    s16 = 2.0 ** (-0.5 * np.arange(1, 17))
+    assert np.allclose(alibi_slopes(12), np.concatenate([alibi_slopes(8), s16[[0, 2, 4, 6]]]))
+    assert alibi_slopes(1).tolist() == [2.0 ** -8]
+    with pytest.raises(ValueError, match="num_heads"):
+        alibi_slopes(0)
+    with pytest.raises(TypeError, match="num_heads"):
+        alibi_slopes(2.5)
+
+
+def test_alibi_bias_is_a_causal_distance_penalty_that_extends_to_any_length():
+    from attn_edu.positions import alibi_bias, alibi_slopes
+    b = alibi_bias(4, 6)                                          # (H, L, L)
+    assert b.shape == (4, 6, 6) and b.dtype == np.float64
+    i, j = 5, 2
+    assert np.allclose(b[:, i, j], -alibi_slopes(4) * (i - j))
+    assert np.isneginf(b[:, 0, 1:]).all() and (np.diagonal(b, axis1=1, axis2=2) == 0).all()
+    assert np.array_equal(alibi_bias(4, 12)[:, :6, :6], b)     # longer contains shorter
+    with pytest.raises(ValueError, match="length"):
+        alibi_bias(4, 0)
+
+
+def test_alibi_as_a_float_mask_equals_adding_it_to_the_scores():
+    import attn_edu
+    from attn_edu.positions import alibi_bias
+    rng = np.random.default_rng(0)
+    q, k, v = rng.standard_normal((3, 2, 5, 4))                  # (H=2, L=5, d=4) each
+    bias = alibi_bias(2, 5)
+    got = attn_edu.scaled_dot_product_attention(q, k, v, mask=bias)
+    s = q @ np.swapaxes(k, -1, -2) / 2.0 + bias                 # scale 1/sqrt(4)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v
+    assert np.allclose(got, want, atol=1e-12)
+    causal = attn_edu.scaled_dot_product_attention(q, k, v, causal=True)
+    assert not np.allclose(got, causal)                          # the penalty changes the weights
+
+
+def test_rope_position_interpolation_keeps_scores_a_function_of_the_scaled_offset():
+    rng = np.random.default_rng(5)
+    q, k = rng.standard_normal((2, 1, 16))
+    s = 4.0                                                      # stretch factor
+    def score(m, n, scale=1.0):
+        return (rotary(q, [m / scale]) @ rotary(k, [n / scale]).T).item()
+    assert np.isclose(score(10, 30, s), score(110, 130, s))      # shift-invariant after scaling
+    assert np.isclose(score(40, 120, s), score(10, 30))          # offset 80 / 4 == offset 20
