@@ -240,7 +240,7 @@ def alibi_bias(num_heads: int, length: int) -> np.ndarray:
     .. math:: B_{h,i,j} = -m_h\,(i - j) \ \text{for } j \le i, \qquad B_{h,i,j} = -\infty \ \text{for } j > i,
 
     with :math:`m_h` from :func:`alibi_slopes`. Added to the scores (pass it as a float
-    ``mask`` to :func:`attn_edu.scaled_dot_product_attention`), it penalises each key by
+    ``mask`` to :func:`attn_edu.reference.scaled_dot_product_attention`), it penalises each key by
     its distance from the query and hides the future; no encoding is added to the tokens.
     It depends on :math:`i - j` only, so the bias for a longer sequence contains the
     shorter one as its top-left block: the same rule applies at any length (the paper's
