@@ -252,6 +252,6 @@ def alibi_bias(num_heads: int, length: int) -> np.ndarray:
     """
     slopes = alibi_slopes(num_heads)                                   # (H,)
     n = _checks.check_positive_int("length", length)
-    offset = np.arange(n)[:, None] - np.arange(n)[None, :]             # (L, L): i - j
-    bias = -slopes[:, None, None] * offset                            # (H, L, L)
-    return np.where(offset >= 0, bias, -np.inf)
+    back = np.arange(n)[None, :] - np.arange(n)[:, None]               # (L, L): j - i
+    bias = slopes[:, None, None] * back                               # (H, L, L); +0 on the diagonal
+    return np.where(back <= 0, bias, -np.inf)
