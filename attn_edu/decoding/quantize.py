@@ -31,7 +31,7 @@ from ..reference import scaled_dot_product_attention
 __all__ = ["quantize", "dequantize", "fake_quantize", "quantized_bytes_per_token", "attention_error",
            "FP8_E4M3_MAX"]
 
-#: The largest finite float8 e4m3 ("fn" variant: no infinities) value.
+#: The largest finite float8 e4m3 value (the "fn" variant, which has no infinities).
 FP8_E4M3_MAX = 448.0
 _PERS = ("channel", "token", "tensor")
 

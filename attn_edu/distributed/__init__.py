@@ -42,3 +42,12 @@ __all__ = [
     "active_records", "compute_timer",
     "run_attention", "torch_context_parallel", "METHODS",
 ]
+
+
+# Re-bound here with a doc comment: autodoc documents a module's data only where it is assigned.
+#: The sequence layouts across ranks.
+LAYOUTS = LAYOUTS
+#: The process-group backends :func:`launch` sets up.
+BACKENDS = BACKENDS
+#: The sequence-parallel attentions :func:`run_attention` runs.
+METHODS = METHODS
