@@ -242,6 +242,36 @@ WRONG.update(
                          _moments_mean_terms_swapped],
     rotary=[_rotary_clockwise, _rotary_one_based, _rotary_halves, _rotary_exponent_i_over_d],
 )
+# ---------------------------------------------------------------- chapter 05: bottom-right causal mask
+
+
+def _br_mask_good(lq, lk):
+    return np.tril(np.ones((lq, lk), dtype=bool), k=lk - lq)
+
+
+def _br_mask_top_left(lq, lk):  # PyTorch's is_causal alignment: wrong with a cache
+    return np.tril(np.ones((lq, lk), dtype=bool))
+
+
+def _br_mask_wrong_offset(lq, lk):  # the offset with the wrong sign
+    return np.tril(np.ones((lq, lk), dtype=bool), k=lq - lk)
+
+
+def _br_mask_polarity(lq, lk):  # True = masked, nn.MultiheadAttention's polarity
+    return ~_br_mask_good(lq, lk)
+
+
+def _br_mask_ints(lq, lk):  # right pattern, but 0/1 integers instead of booleans
+    return _br_mask_good(lq, lk).astype(int)
+
+
+def _br_mask_strict(lq, lk):  # forgets that a query may attend to its own key
+    return np.tril(np.ones((lq, lk), dtype=bool), k=lk - lq - 1)
+
+
+SOLUTIONS["bottom_right_mask"] = _br_mask_good
+WRONG["bottom_right_mask"] = [_br_mask_top_left, _br_mask_wrong_offset, _br_mask_polarity,
+                              _br_mask_ints, _br_mask_strict]
 
 
 def test_every_checker_has_a_solution_and_wrong_answers():
