@@ -274,6 +274,35 @@ WRONG["bottom_right_mask"] = [_br_mask_top_left, _br_mask_wrong_offset, _br_mask
                               _br_mask_ints, _br_mask_strict]
 
 
+# ---------------------------------------------------------------- chapter 08: attention FLOPs
+
+
+def _flops_good(n_q, n_k, d):
+    projections = 2 * n_q * d * d + 2 * 2 * n_k * d * d + 2 * n_q * d * d   # W_Q; W_K, W_V; W_O
+    return projections + 2 * n_q * n_k * d + 2 * n_q * n_k * d              # QK^T and PV
+
+
+def _flops_no_output_projection(n_q, n_k, d):  # the source note's count: no W_O
+    return 2 * n_q * d * d + 4 * n_k * d * d + 4 * n_q * n_k * d
+
+
+def _flops_multiply_adds(n_q, n_k, d):  # counts multiply-adds, not FLOPs
+    return _flops_good(n_q, n_k, d) // 2
+
+
+def _flops_all_projections_on_queries(n_q, n_k, d):  # projects K, V from n_q rows
+    return 8 * n_q * d * d + 4 * n_q * n_k * d
+
+
+def _flops_square(n_q, n_k, d):  # assumes n_q == n_k
+    return 8 * n_q * d * d + 4 * n_q * n_q * d
+
+
+SOLUTIONS["attention_flops"] = _flops_good
+WRONG["attention_flops"] = [_flops_no_output_projection, _flops_multiply_adds,
+                            _flops_all_projections_on_queries, _flops_square]
+
+
 def test_every_checker_has_a_solution_and_wrong_answers():
     assert set(exercises.CHECKERS) == set(SOLUTIONS)
     assert set(exercises.CHECKERS) == set(WRONG)
