@@ -303,6 +303,33 @@ WRONG["attention_flops"] = [_flops_no_output_projection, _flops_multiply_adds,
                             _flops_all_projections_on_queries, _flops_square]
 
 
+# ---------------------------------------------------------------- chapter 06: split_heads
+
+
+def _split_good(x, H):
+    B, L, Hd = x.shape
+    return x.reshape(B, L, H, Hd // H).transpose(0, 2, 1, 3)
+
+
+def _split_no_swap(x, H):  # right shape, wrong contents: the classic bug
+    B, L, Hd = x.shape
+    return x.reshape(B, H, L, Hd // H)
+
+
+def _split_strided(x, H):  # head h takes every H-th column instead of a block
+    B, L, Hd = x.shape
+    return x.reshape(B, L, Hd // H, H).transpose(0, 3, 1, 2)
+
+
+def _split_forgets_swap_shape(x, H):  # stops at (B, L, H, d)
+    B, L, Hd = x.shape
+    return x.reshape(B, L, H, Hd // H)
+
+
+SOLUTIONS["split_heads"] = _split_good
+WRONG["split_heads"] = [_split_no_swap, _split_strided, _split_forgets_swap_shape]
+
+
 def test_every_checker_has_a_solution_and_wrong_answers():
     assert set(exercises.CHECKERS) == set(SOLUTIONS)
     assert set(exercises.CHECKERS) == set(WRONG)
