@@ -12,7 +12,10 @@ Everything chapter 07 needs, in one file that reads top to bottom:
 * :func:`train` (AdamW, fresh random batches every step, seeded, deterministic on the
   CPU) and :func:`evaluate` (per-token and per-sequence accuracy);
 * :func:`attention_rollout` (Abnar & Zuidema, 2020) and :func:`ablate_heads`, a context
-  manager that silences chosen heads and restores the model afterwards.
+  manager that silences chosen heads and restores the model afterwards;
+* induction heads: :class:`AttentionOnlyLM` (a causal, attention-only language model),
+  :func:`repeated_batch` (random tokens whose first ``period`` tokens repeat),
+  :func:`train_induction` and :func:`induction_scores`.
 
 Shapes: B batch, L sequence length, H heads, D model width, V vocabulary size.
 """
@@ -41,6 +44,11 @@ __all__ = [
     "evaluate",
     "attention_rollout",
     "ablate_heads",
+    "AttentionOnlyLM",
+    "repeated_batch",
+    "induction_targets",
+    "train_induction",
+    "induction_scores",
 ]
 
 
@@ -364,8 +372,8 @@ def attention_rollout(attn_per_layer: Union[Sequence[Tensor], Tensor],
 
 
 @contextlib.contextmanager
-def ablate_heads(model: TinyTransformer, layer: int, heads: Union[int, Sequence[int]]
-                 ) -> Iterator[TinyTransformer]:
+def ablate_heads(model: nn.Module, layer: int, heads: Union[int, Sequence[int]]
+                 ) -> Iterator[nn.Module]:
     """Silence attention heads while the ``with`` block runs; restore them afterwards.
 
     ``with ablate_heads(model, layer=0, heads=[1]): ...`` zeroes the output of head 1 of
@@ -373,7 +381,9 @@ def ablate_heads(model: TinyTransformer, layer: int, heads: Union[int, Sequence[
     of the concatenated head outputs (B, L, H*d_head) that ``out_proj`` reads. Its
     attention weights are still computed (and returned); they just no longer reach the
     residual stream. Implemented as a forward pre-hook on ``out_proj``, removed on exit
-    (even after an exception), so the model is exactly as before. Explained in chapter 07.
+    (even after an exception), so the model is exactly as before. Works on
+    :class:`TinyTransformer` and :class:`AttentionOnlyLM` (anything whose ``blocks[layer]``
+    has an ``attn``). Explained in chapter 07.
     """
     blocks = model.blocks
     if not 0 <= layer < len(blocks):
@@ -397,3 +407,147 @@ def ablate_heads(model: TinyTransformer, layer: int, heads: Union[int, Sequence[
         yield model
     finally:
         handle.remove()
+
+
+# --------------------------------------------------------------------------- induction heads
+class _AttentionOnlyBlock(nn.Module):
+    """``x + attn(x)`` with a causal mask: no layer norm, no MLP."""
+
+    def __init__(self, d_model: int, num_heads: int) -> None:
+        super().__init__()
+        self.attn = MultiHeadAttention(d_model, num_heads)
+
+    def forward(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+        a, w = self.attn(x, causal=True, return_weights=True)  # (B, L, D), (B, H, L, L)
+        return x + a, w
+
+
+class AttentionOnlyLM(nn.Module):
+    """A causal language model made of attention layers only, the smallest model in which
+    induction heads form (Olsson et al., 2022).
+
+    Tokens x (B, L) -> next-token logits (B, L, vocab): learned token and position
+    embeddings, ``num_layers`` residual causal attention layers (no MLPs, no layer norms),
+    a linear unembedding. ``return_attention=True`` also returns one (B, H, L, L) weight
+    tensor per layer. Any length up to ``max_len`` works. Explained in chapter 07.
+    """
+
+    def __init__(self, vocab: int, max_len: int, d_model: int = 32, num_heads: int = 2,
+                 num_layers: int = 2) -> None:
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        self.vocab, self.max_len = vocab, max_len
+        self.tok_emb = nn.Embedding(vocab, d_model)
+        self.pos_emb = nn.Embedding(max_len, d_model)
+        self.blocks = nn.ModuleList(_AttentionOnlyBlock(d_model, num_heads) for _ in range(num_layers))
+        self.head = nn.Linear(d_model, vocab)
+
+    def forward(self, x: Tensor, return_attention: bool = False
+                ) -> Union[Tensor, Tuple[Tensor, List[Tensor]]]:
+        """Tokens x (B, L) -> logits (B, L, V) for the token after each position."""
+        if x.dim() != 2 or not 1 <= x.shape[1] <= self.max_len:
+            raise ValueError(f"x must have shape (B, L) with 1 <= L <= {self.max_len}; got {tuple(x.shape)}")
+        h = self.tok_emb(x) + self.pos_emb.weight[:x.shape[1]]  # (B, L, D)
+        weights = []
+        for block in self.blocks:
+            h, w = block(h)  # (B, L, D), (B, H, L, L)
+            weights.append(w)
+        logits = self.head(h)  # (B, L, V)
+        return (logits, weights) if return_attention else logits
+
+
+def repeated_batch(batch: int, seq_len: int, vocab: int, generator: Optional[torch.Generator] = None,
+                   min_period: int = 4) -> Tuple[Tensor, Tensor]:
+    """Random tokens in which the first ``period`` tokens are repeated once, right after.
+
+    Returns x (B, seq_len) and period (B,), each period drawn uniformly from
+    ``[min_period, seq_len // 2]`` so that the distance between the two copies varies:
+    ``x[b, t] == x[b, t - period[b]]`` for ``period <= t < 2 * period``; every other token
+    is uniform random. The second copy (after its first token) is predictable only by
+    finding the earlier occurrence of the current token and copying what followed it.
+    """
+    if not 1 <= min_period <= seq_len // 2:
+        raise ValueError(f"min_period must be in [1, seq_len // 2 = {seq_len // 2}]; got {min_period}")
+    x = torch.randint(vocab, (batch, seq_len), generator=generator)  # (B, T)
+    period = torch.randint(min_period, seq_len // 2 + 1, (batch,), generator=generator)  # (B,)
+    t = torch.arange(seq_len)[None, :]  # (1, T)
+    second = (t >= period[:, None]) & (t < 2 * period[:, None])  # (B, T)
+    source = torch.where(second, t - period[:, None], t)  # (B, T) where each token comes from
+    return torch.gather(x, 1, source), period
+
+
+def induction_targets(period: Tensor, length: int) -> Tensor:
+    """(B, length) boolean: query positions i whose *next* token an induction head can
+    predict, ``period <= i < 2 * period - 1`` (the token after the earlier occurrence of
+    x_i, at position ``i - period + 1``, is x_{i+1})."""
+    i = torch.arange(length)[None, :]  # (1, length)
+    return (i >= period[:, None]) & (i < 2 * period[:, None] - 1)
+
+
+def train_induction(model: AttentionOnlyLM, steps: int = 400, *, seq_len: int = 24,
+                    batch_size: int = 64, lr: float = 1e-2, seed: int = 0) -> Dict[str, list]:
+    """Next-token training of ``model`` on :func:`repeated_batch` sequences (AdamW, fresh
+    batches from a seeded generator, deterministic on the CPU).
+
+    Returns a history with ``"step"``, ``"loss_repeat"`` (mean loss on the targets an
+    induction head can predict) and ``"loss_other"`` (every other target), every 25 steps.
+    On the CPU it trains on one thread (restored afterwards): for matrices this small,
+    more threads only add synchronisation, and on a busy machine they cost many times
+    the run time.
+    """
+    device = next(model.parameters()).device
+    threads = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        return _train_induction(model, steps, seq_len, batch_size, lr, seed, device)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_induction(model: AttentionOnlyLM, steps: int, seq_len: int, batch_size: int,
+                     lr: float, seed: int, device: torch.device) -> Dict[str, list]:
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    history: Dict[str, list] = {"step": [], "loss_repeat": [], "loss_other": []}
+    model.train()
+    for step in range(1, steps + 1):
+        x, period = repeated_batch(batch_size, seq_len, model.vocab, g)
+        x = x.to(device)
+        logits = model(x[:, :-1])  # (B, T-1, V): position i predicts x_{i+1}
+        loss = nn.functional.cross_entropy(logits.reshape(-1, model.vocab), x[:, 1:].reshape(-1),
+                                           reduction="none").view(batch_size, -1)  # (B, T-1)
+        opt.zero_grad(set_to_none=True)
+        loss.mean().backward()
+        opt.step()
+        if step % 25 == 0 or step == steps:
+            rep = induction_targets(period, seq_len - 1).to(device)
+            history["step"].append(step)
+            history["loss_repeat"].append(loss[rep].mean().item())
+            history["loss_other"].append(loss[~rep].mean().item())
+    model.eval()
+    return history
+
+
+def induction_scores(weights: Sequence[Tensor], period: Tensor) -> Dict[str, Tensor]:
+    """Per layer and head, how much attention follows the two patterns of an induction
+    circuit, averaged over the batch:
+
+    * ``"previous_token"``: the weight of query i on key i - 1 (over 1 <= i < L);
+    * ``"induction"``: the weight of query i on key i - period + 1, the token after the
+      earlier occurrence of x_i (over the :func:`induction_targets` queries).
+
+    ``weights``: one (B, H, L, L) tensor per layer; period (B,). Returns (layers, H)
+    tensors; 1 means all weight on the pattern.
+    """
+    prev, ind = [], []
+    for w in weights:
+        B, H, L, _ = w.shape
+        i = torch.arange(1, L)
+        prev.append(w[:, :, i, i - 1].mean(dim=(0, 2)))  # (H,)
+        rows = induction_targets(period, L).to(w.device)  # (B, L)
+        key = (torch.arange(L)[None, :] - period[:, None] + 1).clamp(min=0).to(w.device)  # (B, L)
+        on_key = torch.gather(w, 3, key[:, None, :, None].expand(B, H, L, 1))[..., 0]  # (B, H, L)
+        ind.append((on_key * rows[:, None, :]).sum(dim=(0, 2)) / rows.sum())  # (H,)
+    return {"previous_token": torch.stack(prev), "induction": torch.stack(ind)}

@@ -330,6 +330,45 @@ SOLUTIONS["split_heads"] = _split_good
 WRONG["split_heads"] = [_split_no_swap, _split_strided, _split_forgets_swap_shape]
 
 
+# ---------------------------------------------------------------- chapter 07: attention rollout
+
+
+def _mixed(A, alpha):  # (H, L, L) -> (L, L): heads averaged, residual mixed in
+    A_t = (1 - alpha) * A.mean(axis=0) + alpha * np.eye(A.shape[-1])
+    return A_t / A_t.sum(-1, keepdims=True)
+
+
+def _rollout_good(layers, alpha):
+    R = np.eye(layers[0].shape[-1])
+    for A in layers:
+        R = _mixed(A, alpha) @ R              # later layers on the left
+    return R
+
+
+def _rollout_wrong_order(layers, alpha):  # first layer on the left
+    R = np.eye(layers[0].shape[-1])
+    for A in layers:
+        R = R @ _mixed(A, alpha)
+    return R
+
+
+def _rollout_no_residual(layers, alpha):  # ignores alpha
+    return _rollout_good(layers, 0.0)
+
+
+def _rollout_first_head(layers, alpha):  # takes head 0 instead of the mean
+    return _rollout_good([A[:1] for A in layers], alpha)
+
+
+def _rollout_last_layer_only(layers, alpha):
+    return _mixed(layers[-1], alpha)
+
+
+SOLUTIONS["rollout"] = _rollout_good
+WRONG["rollout"] = [_rollout_wrong_order, _rollout_no_residual, _rollout_first_head,
+                    _rollout_last_layer_only]
+
+
 def test_every_checker_has_a_solution_and_wrong_answers():
     assert set(exercises.CHECKERS) == set(SOLUTIONS)
     assert set(exercises.CHECKERS) == set(WRONG)

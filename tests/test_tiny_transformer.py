@@ -163,3 +163,69 @@ def test_training_is_deterministic_on_cpu():
     (loss_a, params_a), (loss_b, params_b) = runs
     assert loss_a[1:] == loss_b[1:]
     assert all(torch.equal(a, b) for a, b in zip(params_a, params_b))
+
+
+# ---------------------------------------------------------------- induction heads (chapter 07)
+
+
+def test_repeated_batch_repeats_its_first_period_tokens():
+    x, period = tt.repeated_batch(200, 24, 32, torch.Generator().manual_seed(0))
+    assert x.shape == (200, 24) and period.shape == (200,)
+    assert int(period.min()) >= 4 and int(period.max()) <= 12
+    assert len(set(period.tolist())) > 5                       # the distance varies
+    for b in range(200):
+        p = int(period[b])
+        assert torch.equal(x[b, p:2 * p], x[b, :p])
+    with pytest.raises(ValueError, match="min_period"):
+        tt.repeated_batch(2, 10, 5, min_period=6)
+
+
+def test_induction_targets_are_the_predictable_queries():
+    rows = tt.induction_targets(torch.tensor([3, 5]), 11)      # (2, 11)
+    assert rows[0].nonzero().flatten().tolist() == [3, 4]      # 3 <= i < 5
+    assert rows[1].nonzero().flatten().tolist() == [5, 6, 7, 8]
+
+
+def test_induction_scores_on_hand_made_patterns():
+    B, L = 3, 12
+    period = torch.tensor([4, 5, 6])
+    prev = torch.zeros(B, 1, L, L)
+    prev[:, 0, 0, 0] = 1
+    prev[:, 0, torch.arange(1, L), torch.arange(L - 1)] = 1    # every query on i - 1
+    ind = torch.full((B, 1, L, L), 1.0 / L)
+    for b in range(B):
+        p = int(period[b])
+        for i in range(p, 2 * p - 1):
+            ind[b, 0, i] = 0
+            ind[b, 0, i, i - p + 1] = 1                        # the token after x_i's earlier copy
+    s = tt.induction_scores([prev, ind], period)
+    assert s["previous_token"].shape == (2, 1)
+    assert s["previous_token"][0, 0] == 1 and s["induction"][1, 0] == 1
+    assert s["induction"][0, 0] < 0.5 and s["previous_token"][1, 0] < 0.2
+
+
+def test_attention_only_lm_is_causal_and_returns_weights():
+    torch.manual_seed(0)
+    m = tt.AttentionOnlyLM(16, 10, d_model=16, num_heads=2).eval()
+    x = torch.randint(16, (2, 7))
+    logits, ws = m(x, return_attention=True)
+    assert logits.shape == (2, 7, 16) and len(ws) == 2 and ws[0].shape == (2, 2, 7, 7)
+    assert torch.all(ws[1].triu(diagonal=1) == 0)              # no weight on the future
+    x2 = x.clone()
+    x2[:, 5:] = (x2[:, 5:] + 1) % 16
+    with torch.no_grad():
+        assert torch.equal(m(x)[:, :5], m(x2)[:, :5])
+    with pytest.raises(ValueError, match="1 <= L <= 10"):
+        m(torch.zeros(1, 11, dtype=torch.long))
+
+
+def test_train_induction_lowers_the_repeat_loss_and_restores_threads():
+    torch.manual_seed(0)
+    m = tt.AttentionOnlyLM(16, 16, d_model=16, num_heads=2)
+    threads = torch.get_num_threads()
+    h = tt.train_induction(m, steps=50, seq_len=16, batch_size=32, lr=1e-2, seed=0)
+    assert torch.get_num_threads() == threads
+    assert h["step"] == [25, 50]
+    assert h["loss_repeat"][-1] < h["loss_other"][-1]          # the copy is learned first
+    with tt.ablate_heads(m, 0, [0]):                           # works on this model too
+        m(torch.zeros(1, 15, dtype=torch.long))

@@ -22,12 +22,14 @@ from ._harness import CHECKERS, Case, Result, compare_arrays, describe, run_case
 from .ch03 import check_stable_softmax
 from .ch05 import check_bottom_right_mask
 from .ch06 import check_split_heads
+from .ch07 import check_rollout
 from .ch08 import check_attention_flops
 from .ch13 import check_merge_partials, check_page_slot
 from .ch14 import check_merge_ranks
 
 __all__ = ["CHECKERS", "Case", "Result", "compare_arrays", "describe", "run_cases",
-           "check_stable_softmax", "check_bottom_right_mask", "check_split_heads", "check_attention_flops",
+           "check_stable_softmax", "check_bottom_right_mask", "check_split_heads",
+           "check_rollout", "check_attention_flops",
            "check_merge_partials", "check_page_slot",
            "check_merge_ranks"]
 
