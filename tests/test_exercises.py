@@ -367,6 +367,35 @@ def _rollout_last_layer_only(layers, alpha):
 SOLUTIONS["rollout"] = _rollout_good
 WRONG["rollout"] = [_rollout_wrong_order, _rollout_no_residual, _rollout_first_head,
                     _rollout_last_layer_only]
+# ---------------------------------------------------------------- chapters 09-12 (i13c)
+
+
+def _online_good(m, ell, A, s, v):
+    m_new = max(m, s.max())
+    c = 0.0 if m_new == -np.inf else m_new
+    alpha, p = np.exp(m - c), np.exp(s - c)
+    return m_new, alpha * ell + p.sum(), alpha * A + p @ v
+
+
+def _online_no_guard(m, ell, A, s, v):  # -inf - (-inf) = NaN on a fully blocked start
+    m_new = max(m, s.max())
+    alpha, p = np.exp(m - m_new), np.exp(s - m_new)
+    return m_new, alpha * ell + p.sum(), alpha * A + p @ v
+
+
+def _online_forgets_A(m, ell, A, s, v):  # rescales the sum but not the accumulator
+    m_new, ell_new, _ = _online_good(m, ell, A, s, v)
+    c = 0.0 if m_new == -np.inf else m_new
+    return m_new, ell_new, A + np.exp(s - c) @ v
+
+
+def _online_no_shift(m, ell, A, s, v):  # sums of exp(s) without the max: 1e4 overflows
+    p = np.exp(s)
+    return max(m, s.max()), ell + p.sum(), A + p @ v
+
+
+SOLUTIONS["online_softmax_update"] = _online_good
+WRONG["online_softmax_update"] = [_online_no_guard, _online_forgets_A, _online_no_shift]
 
 
 def test_every_checker_has_a_solution_and_wrong_answers():

@@ -40,6 +40,11 @@ from .ch04 import check_rotary  # noqa: E402
 
 __all__ += ["check_attention", "check_dot_product_moments", "check_rotary"]
 
+# chapters 09-12
+from .ch09 import check_online_softmax_update  # noqa: E402
+
+__all__ += ["check_online_softmax_update"]
+
 from . import _harness  # noqa: E402  (documented here, where the API page reads it)
 
 #: Every checker, by name; ``CHECKERS["stable_softmax"](fn)`` grades ``fn`` and returns a :class:`Result`.
