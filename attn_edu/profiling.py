@@ -49,6 +49,7 @@ __all__ = [
     "memory_method",
     "time_ms",
     "Timing",
+    "best_interleaved_ms",
     "attention_flops",
     "projection_flops",
     "layer_flops",
@@ -245,6 +246,32 @@ def time_ms(fn: Callable, *args: Any, repeat: int = 5, warmup: int = 1, device: 
             sync()
         times.append((time.perf_counter() - t0) * 1e3)
     return Timing(times, warmup)
+
+
+def best_interleaved_ms(calls: Dict[Any, Callable[[], Any]], rounds: int = 3,
+                        repeat: Union[int, Callable[[Any], int]] = 1, warmup: int = 1) -> Dict[Any, float]:
+    """The best wall time in ms of every zero-argument callable in ``calls``, by key.
+
+    Runs ``rounds`` rounds; each round calls every entry ``warmup`` times untimed and then
+    ``repeat`` timed times (``repeat`` may be a function of the key, e.g. more runs for
+    cheap calls), entry after entry. Interleaving means a busy second on a shared machine
+    slows one run of each entry instead of all runs of one entry, and a neighbour only
+    ever makes a run slower, so the minimum over all runs is the estimate. CPU only (no
+    CUDA synchronisation; use :func:`time_ms` with tensors on a GPU). Chapter 12 uses it.
+    """
+    if not isinstance(calls, dict) or not calls:
+        raise ValueError(f"calls must be a non-empty dict of zero-argument callables; got {calls!r:.80}")
+    for key, fn in calls.items():
+        if not callable(fn):
+            raise TypeError(f"calls[{key!r}] must be callable; got {type(fn).__name__}")
+    rounds = check_positive_int("rounds", rounds)
+    best: Dict[Any, float] = {}
+    for _ in range(rounds):
+        for key, fn in calls.items():
+            n = check_positive_int("repeat", repeat(key) if callable(repeat) else repeat)
+            t = time_ms(fn, repeat=n, warmup=warmup).min_ms
+            best[key] = min(best.get(key, float("inf")), t)
+    return best
 
 
 # --------------------------------------------------------------------------- FLOPs

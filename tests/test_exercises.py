@@ -398,6 +398,34 @@ SOLUTIONS["online_softmax_update"] = _online_good
 WRONG["online_softmax_update"] = [_online_no_guard, _online_forgets_A, _online_no_shift]
 
 
+def _decay_good(a):
+    L = len(a)
+    D = np.zeros((L, L))
+    for t in range(L):
+        D[t, t] = 1.0
+        for s in range(t - 1, -1, -1):
+            D[t, s] = D[t, s + 1] * a[s + 1]
+    return D
+
+
+def _decay_cumlog(a):  # exp of differences of cumulative logs: log 0 = -inf gives NaN
+    c = np.cumsum(np.log(a))
+    return np.tril(np.exp(c[:, None] - c[None, :]))
+
+
+def _decay_off_by_one(a):  # includes the gate at s itself
+    return _decay_good(a) * a[None, :] * np.tri(len(a))
+
+
+def _decay_not_causal(a):  # forgets to zero the upper triangle
+    D = _decay_good(a)
+    return D + D.T - np.eye(len(a))
+
+
+SOLUTIONS["decay_mask"] = _decay_good
+WRONG["decay_mask"] = [_decay_cumlog, _decay_off_by_one, _decay_not_causal]
+
+
 def test_every_checker_has_a_solution_and_wrong_answers():
     assert set(exercises.CHECKERS) == set(SOLUTIONS)
     assert set(exercises.CHECKERS) == set(WRONG)

@@ -250,3 +250,28 @@ def test_timing_survives_copy_and_pickle():
         assert isinstance(u, profiling.Timing)
         assert float(u) == 2.0 and u.min_ms == 1.0 and u.times_ms == (3.0, 1.0, 2.0)
         assert u.warmup == 1
+
+
+# ------------------------------------------------- best_interleaved_ms (chapter 12, i13c)
+def test_best_interleaved_ms_calls_every_entry_in_rounds_and_keeps_the_minimum():
+    from attn_edu import profiling
+    order = []
+    calls = {"a": lambda: order.append("a"), ("b", 2): lambda: order.append("b")}
+    best = profiling.best_interleaved_ms(calls, rounds=2, repeat=lambda key: 3 if key == "a" else 1)
+    assert set(best) == {"a", ("b", 2)} and all(0 <= t < 1e3 for t in best.values())
+    # per round: a warm-up + 3 timed, then b warm-up + 1 timed; two rounds, interleaved
+    assert order == (["a"] * 4 + ["b"] * 2) * 2
+    order.clear()
+    profiling.best_interleaved_ms(calls, rounds=1, repeat=2, warmup=0)
+    assert order == ["a", "a", "b", "b"]
+
+
+def test_best_interleaved_ms_rejects_bad_input():
+    import pytest
+    from attn_edu import profiling
+    with pytest.raises(ValueError, match="calls"):
+        profiling.best_interleaved_ms({})
+    with pytest.raises(TypeError, match=r"calls\['x'\]"):
+        profiling.best_interleaved_ms({"x": 3})
+    with pytest.raises(ValueError, match="rounds"):
+        profiling.best_interleaved_ms({"x": lambda: None}, rounds=0)
