@@ -426,6 +426,36 @@ SOLUTIONS["decay_mask"] = _decay_good
 WRONG["decay_mask"] = [_decay_cumlog, _decay_off_by_one, _decay_not_causal]
 
 
+def _window_good(lq, lk, window):
+    p = np.arange(lq)[:, None] + lk - lq
+    d = p - np.arange(lk)[None, :]
+    return (d >= 0) & (d < window)
+
+
+def _window_top_left(lq, lk, window):  # forgets the cache: query i sits at position i
+    d = np.arange(lq)[:, None] - np.arange(lk)[None, :]
+    return (d >= 0) & (d < window)
+
+
+def _window_off_by_one(lq, lk, window):  # window + 1 keys
+    p = np.arange(lq)[:, None] + lk - lq
+    d = p - np.arange(lk)[None, :]
+    return (d >= 0) & (d <= window)
+
+
+def _window_symmetric(lq, lk, window):  # |p - j| < window: sees the future
+    p = np.arange(lq)[:, None] + lk - lq
+    return np.abs(p - np.arange(lk)[None, :]) < window
+
+
+def _window_float(lq, lk, window):  # 0/1 floats instead of a boolean mask
+    return _window_good(lq, lk, window).astype(float)
+
+
+SOLUTIONS["sliding_window_mask"] = _window_good
+WRONG["sliding_window_mask"] = [_window_top_left, _window_off_by_one, _window_symmetric, _window_float]
+
+
 def test_every_checker_has_a_solution_and_wrong_answers():
     assert set(exercises.CHECKERS) == set(SOLUTIONS)
     assert set(exercises.CHECKERS) == set(WRONG)
