@@ -456,6 +456,34 @@ SOLUTIONS["sliding_window_mask"] = _window_good
 WRONG["sliding_window_mask"] = [_window_top_left, _window_off_by_one, _window_symmetric, _window_float]
 
 
+def _dS_good(S, lse, V, dO):
+    P = np.exp(S - np.where(np.isneginf(lse), np.inf, lse)[:, None])
+    delta = (dO * (P @ V)).sum(-1, keepdims=True)
+    return P * (dO @ V.T - delta)
+
+
+def _dS_no_guard(S, lse, V, dO):  # exp(-inf - (-inf)) = NaN on a fully masked row
+    P = np.exp(S - lse[:, None])
+    delta = (dO * (P @ V)).sum(-1, keepdims=True)
+    return P * (dO @ V.T - delta)
+
+
+def _dS_from_exp(S, lse, V, dO):  # ignores lse: exp(S) overflows at 1e4
+    E = np.exp(S)
+    P = E / np.where(E.sum(-1, keepdims=True) == 0, 1, E.sum(-1, keepdims=True))
+    delta = (dO * (P @ V)).sum(-1, keepdims=True)
+    return P * (dO @ V.T - delta)
+
+
+def _dS_no_delta(S, lse, V, dO):  # forgets the softmax Jacobian's row term
+    P = np.exp(S - np.where(np.isneginf(lse), np.inf, lse)[:, None])
+    return P * (dO @ V.T)
+
+
+SOLUTIONS["scores_gradient"] = _dS_good
+WRONG["scores_gradient"] = [_dS_no_guard, _dS_from_exp, _dS_no_delta]
+
+
 def test_every_checker_has_a_solution_and_wrong_answers():
     assert set(exercises.CHECKERS) == set(SOLUTIONS)
     assert set(exercises.CHECKERS) == set(WRONG)
@@ -522,3 +550,15 @@ def test_compare_arrays_says_what_differs():
     assert "NaN" in cmp(np.array([np.nan]), np.array([0.0]))
     assert "index (1,)" in cmp(np.array([0.0, 1.0]), np.array([0.0, 2.0]))
     assert "expected inf" in cmp(np.array([1.0]), np.array([np.inf]))
+
+
+def test_scores_gradient_solution_is_autograd():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    S = rng.standard_normal((5, 7))
+    S[0, 3:] = -np.inf
+    V, dO = rng.standard_normal((7, 3)), rng.standard_normal((5, 3))
+    St = torch.tensor(S, requires_grad=True)
+    (torch.softmax(St, -1) @ torch.tensor(V)).backward(torch.tensor(dO))
+    lse = np.log(np.exp(S).sum(-1))
+    np.testing.assert_allclose(_dS_good(S, lse, V, dO), St.grad.numpy(), atol=1e-12)
