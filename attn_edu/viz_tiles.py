@@ -22,7 +22,7 @@ __all__ = ["TILE_KINDS", "TILE_COLORS", "tile_layout_heatmap", "tile_trace_figur
 
 #: Names of a tile plan's schedule values 0, 1, 2.
 TILE_KINDS = ("skipped", "partial", "full")
-#: Their colours: grey, orange (the mask is applied element by element), blue.
+#: The colours of the three kinds, in order (grey, orange, blue).
 TILE_COLORS = ("#eeeeee", "#fdae6b", "#3a7dbf")
 
 
