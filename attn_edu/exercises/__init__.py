@@ -40,16 +40,14 @@ from .ch04 import check_rotary  # noqa: E402
 
 __all__ += ["check_attention", "check_dot_product_moments", "check_rotary"]
 
-
-
-
 # chapters 09-12
 from .ch09 import check_online_softmax_update  # noqa: E402
 from .ch10 import check_scores_gradient  # noqa: E402
 from .ch11 import check_sliding_window_mask  # noqa: E402
 from .ch12 import check_decay_mask  # noqa: E402
 
-__all__ += ["check_online_softmax_update", "check_scores_gradient", "check_sliding_window_mask", "check_decay_mask"]
+__all__ += ["check_online_softmax_update", "check_scores_gradient",
+            "check_sliding_window_mask", "check_decay_mask"]
 
 from . import _harness  # noqa: E402  (documented here, where the API page reads it)
 
