@@ -1,4 +1,4 @@
-"""What the Triton kernels share: the constants of base-2 softmax and the padded head size.
+"""What the Triton kernels share: base-2 softmax constants, the padded head size, AOT records.
 
 The kernels compute ``exp`` as ``exp2`` (one instruction on a GPU): scores are scaled by
 ``LOG2E`` = log2(e) before, and a base-2 log-sum-exp is turned back into a natural one by
@@ -9,6 +9,8 @@ it is installed (the kernel modules import it anyway); package-internal (the und
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Tuple
 
 try:
     from triton.language import constexpr
@@ -27,3 +29,27 @@ def padded_head_dim(d: int) -> int:
     """The power of two >= max(d, 16) a kernel computes a head dimension with
     (``tl.arange`` needs a power of two, ``tl.dot`` at least 16); the rest is masked."""
     return max(16, 1 << (int(d) - 1).bit_length())
+
+
+@dataclass(frozen=True)
+class AotKernel:
+    """One Triton kernel as the ahead-of-time report (:mod:`attn_edu.kernels.report`)
+    compiles it without a GPU: each kernel module lists its kernels in ``aot_kernels()``.
+
+    ``pointers`` maps pointer parameters to their element type (``"{dtype}"`` = the input
+    dtype, else e.g. ``"fp32"``); ``floats`` are the float scalars; every other
+    non-constexpr parameter is an int (strides named ``*_d``/``s_*d`` are 1 at run time,
+    as Triton specialises them). ``constexprs(d, dtype, config)`` gives the compile-time
+    constants for head dim ``d``; ``configs(capability, d)`` the (BLOCK_M, BLOCK_N,
+    num_warps, num_stages) a launch can use on a GPU of that compute capability at head dim d;
+    ``needs_wgmma``: on Hopper (sm_90a) its matmuls must become wgmma instructions.
+    """
+
+    name: str
+    fn: Any
+    pointers: Dict[str, str]
+    floats: Tuple[str, ...]
+    constexprs: Callable[[int, str, Tuple[int, int, int, int]], Dict[str, Any]]
+    configs: Callable[[Tuple[int, int], int], List[Tuple[int, int, int, int]]]
+    needs_wgmma: bool = True
+    unit_strides: Tuple[str, ...] = field(default_factory=tuple)

@@ -68,7 +68,8 @@ from .. import _checks
 from ..masks import TilePlan, plan_tiles
 from ..masks.tiles import unpack_plan
 from . import _interpret
-from ._shared import LN2, LOG2E, padded_head_dim
+from . import _targets
+from ._shared import LN2, LOG2E, AotKernel, padded_head_dim
 
 try:  # guarded: importing attn_edu never needs torch or triton
     import torch
@@ -89,6 +90,7 @@ __all__ = [
     "flex_available",
     "flex_block_mask_from_bool",
     "flex_reference",
+    "aot_kernels",
     "HEAD_DIMS",
     "DTYPES",
     "BLOCK_SIZES",
@@ -296,7 +298,12 @@ def _check_inputs(q, k, v) -> Tuple[int, int]:
                 f"block_sparse_attention supports head dimensions {lo} to {hi}; got {name} = {d}"
             )
     _checks.same_devices(q=q.device, k=k.device, v=v.device)
-    if q.device.type == "cuda" or (q.device.type == "cpu" and (INTERPRETED or _interpret_now())):
+    if q.device.type == "cuda":
+        problem = _targets.cuda_dtype_problem(dt, torch.cuda.get_device_capability(q.device))
+        if problem:
+            raise TypeError(f"block_sparse_attention: {problem}")
+        return tuple(batch)
+    if q.device.type == "cpu" and (INTERPRETED or _interpret_now()):
         return tuple(batch)
     if q.device.type == "cpu":
         raise RuntimeError(
@@ -448,6 +455,27 @@ def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
         PRECISION=precision, UPCAST=upcast, **launch,
     )
     return (out, lse) if return_lse else out
+
+
+#: (block_q, block_k, num_warps, num_stages) the report compiles: the default tile with
+#: its default launch, and the benchmark's 128 x 64 tile.
+AOT_CONFIGS = [(64, 64, 4, 3), (128, 64, 8, 3)]
+
+
+def aot_kernels() -> list:
+    """The block-sparse forward as an ``AotKernel`` (``attn_edu/kernels/_shared.py``) record for
+    ``python -m attn_edu.kernels.report`` (``AOT_CONFIGS``, head dims powers of two)."""
+    def meta(d, dtype, config):
+        return dict(D=d, DV=d, BLOCK_M=config[0], BLOCK_N=config[1], BLOCK_D=padded_head_dim(d),
+                    BLOCK_DV=padded_head_dim(d), EVEN=True,
+                    PRECISION="ieee" if dtype == "float32" else None, UPCAST=False)
+
+    pointers = {"Q": "{dtype}", "K": "{dtype}", "V": "{dtype}", "M": "u8", "O": "{dtype}",
+                "LSE": "fp32", "FULL_NUM": "i32", "FULL_IDX": "i32", "PART_NUM": "i32",
+                "PART_IDX": "i32"}
+    return [AotKernel("block_sparse_forward", _block_sparse_fwd_kernel, pointers, ("qk_scale",),
+                      meta, lambda capability, d: list(AOT_CONFIGS),
+                      unit_strides=("s_qd", "s_kd", "s_vd", "s_od", "s_mn"))]
 
 
 # --------------------------------------------------------------------------------------

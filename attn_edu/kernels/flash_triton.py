@@ -75,7 +75,7 @@ from .. import _checks
 from ..masks import TilePlan, causal_offset
 from ..reference_torch import require_tensor
 from . import _interpret, _targets
-from ._shared import LN2, LOG2E, padded_head_dim
+from ._shared import LN2, LOG2E, AotKernel, padded_head_dim
 
 try:  # guarded: the rest of attn_edu never needs triton
     import triton
@@ -99,6 +99,9 @@ __all__ = [
     "block_schedule",
     "kernel_source",
     "interpret_mode",
+    "forward_configs",
+    "backward_configs",
+    "aot_kernels",
     "SUPPORTED_DTYPES",
     "MAX_HEAD_DIM",
 ]
@@ -195,6 +198,7 @@ def _attn_fwd_kernel(Q, K, V, Out, Lse,
                      stride_vb, stride_vh, stride_vn, stride_vd,
                      stride_ob, stride_oh, stride_om, stride_od,
                      H, LQ, LK, qk_scale, CAUSAL_OFFSET,
+                     LQ_BUCKET, LK_BUCKET,  # the autotuner's key only (powers of two)
                      HEAD_DK: tl.constexpr, HEAD_DV: tl.constexpr,
                      BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
                      CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr,
@@ -207,8 +211,8 @@ def _attn_fwd_kernel(Q, K, V, Out, Lse,
     # 1. who am I: a query block and a (batch, head) pair
     start_m = tl.program_id(0) * BLOCK_M
     off_hz = tl.program_id(1)
-    off_b = off_hz // H
-    off_h = off_hz % H
+    off_b = (off_hz // H).to(tl.int64)  # int64: b * stride_b passes 2**31 in big
+    off_h = (off_hz % H).to(tl.int64)  # tensors (or a packed qkv view)
     offs_m = start_m + tl.arange(0, BLOCK_M)  # (BLOCK_M,) query rows
     offs_n = tl.arange(0, BLOCK_N)  # (BLOCK_N,) key offsets inside a block
     offs_dk = tl.arange(0, BLOCK_DK)  # head dims, padded to a power of two
@@ -262,7 +266,7 @@ def _attn_fwd_kernel(Q, K, V, Out, Lse,
     acc = acc / l_safe[:, None]
     lse = (m_i + tl.math.log2(l_safe)) * LN2  # base 2 -> natural log
     lse = tl.where(empty, float("-inf"), lse)
-    tl.store(Lse + off_hz * LQ + offs_m, lse, mask=offs_m < LQ)
+    tl.store(Lse + off_hz.to(tl.int64) * LQ + offs_m, lse, mask=offs_m < LQ)
     o_ptrs = (Out + off_b * stride_ob + off_h * stride_oh
               + offs_m[:, None] * stride_om + offs_dv[None, :] * stride_od)
     tl.store(o_ptrs, acc.to(Out.dtype.element_ty),
@@ -281,8 +285,8 @@ def _attn_bwd_preprocess(O, DO, Delta,
     """delta_i = sum_d dO_id * O_id, shape (B * H, L_q), float32."""
     start_m = tl.program_id(0) * BLOCK_M
     off_hz = tl.program_id(1)
-    off_b = off_hz // H
-    off_h = off_hz % H
+    off_b = (off_hz // H).to(tl.int64)  # int64: b * stride_b passes 2**31 in big
+    off_h = (off_hz % H).to(tl.int64)  # tensors (or a packed qkv view)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_DV)
     mask = (offs_m[:, None] < LQ) & (offs_d[None, :] < HEAD_DV)
@@ -292,7 +296,7 @@ def _attn_bwd_preprocess(O, DO, Delta,
     do = tl.load(DO + off_b * stride_dob + off_h * stride_doh
                  + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod,
                  mask=mask, other=0.0).to(tl.float32)
-    tl.store(Delta + off_hz * LQ + offs_m, tl.sum(o * do, 1), mask=offs_m < LQ)
+    tl.store(Delta + off_hz.to(tl.int64) * LQ + offs_m, tl.sum(o * do, 1), mask=offs_m < LQ)
 
 
 @_jit
@@ -314,8 +318,8 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, Lse, Delta,
     """
     start_n = tl.program_id(0) * BLOCK_N
     off_hz = tl.program_id(1)
-    off_b = off_hz // H
-    off_h = off_hz % H
+    off_b = (off_hz // H).to(tl.int64)  # int64: b * stride_b passes 2**31 in big
+    off_h = (off_hz % H).to(tl.int64)  # tensors (or a packed qkv view)
     offs_n = start_n + tl.arange(0, BLOCK_N)  # (BLOCK_N,) keys of this program
     offs_m = tl.arange(0, BLOCK_M)
     offs_dk = tl.arange(0, BLOCK_DK)
@@ -349,7 +353,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, Lse, Delta,
                      mask=(offs_dk[:, None] < HEAD_DK) & (rows[None, :] < LQ),
                      other=0.0)
         # rows past L_q and rows that saw no key get lse = +inf, hence P = 0
-        lse = tl.load(Lse + off_hz * LQ + rows, mask=rows < LQ, other=float("inf"))
+        lse = tl.load(Lse + off_hz.to(tl.int64) * LQ + rows, mask=rows < LQ, other=float("inf"))
         lse = tl.where(lse == float("-inf"), float("inf"), lse)
         sT = tl.dot(k, qT, input_precision=INPUT_PRECISION)  # (BLOCK_N, BLOCK_M)
         pT = tl.math.exp2(sT * qk_scale - lse[None, :] * LOG2E)
@@ -362,7 +366,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, Lse, Delta,
                      other=0.0)
         # dV += P^T dO  (BLOCK_N, BLOCK_DV)
         dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=INPUT_PRECISION)
-        delta = tl.load(Delta + off_hz * LQ + rows, mask=rows < LQ, other=0.0)
+        delta = tl.load(Delta + off_hz.to(tl.int64) * LQ + rows, mask=rows < LQ, other=0.0)
         # dP^T = V dO^T  (BLOCK_N, BLOCK_M), then dS^T = P^T * (dP^T - delta)
         dpT = tl.dot(v, tl.trans(do), input_precision=INPUT_PRECISION)
         dsT = pT * (dpT - delta[None, :])
@@ -398,8 +402,8 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, Lse, Delta,
     """
     start_m = tl.program_id(0) * BLOCK_M
     off_hz = tl.program_id(1)
-    off_b = off_hz // H
-    off_h = off_hz % H
+    off_b = (off_hz // H).to(tl.int64)  # int64: b * stride_b passes 2**31 in big
+    off_h = (off_hz % H).to(tl.int64)  # tensors (or a packed qkv view)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_dk = tl.arange(0, BLOCK_DK)
@@ -413,9 +417,9 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, Lse, Delta,
     do = tl.load(DO + off_b * stride_dob + off_h * stride_doh
                  + offs_m[:, None] * stride_dom + offs_dv[None, :] * stride_dod,
                  mask=row_ok[:, None] & (offs_dv[None, :] < HEAD_DV), other=0.0)
-    lse = tl.load(Lse + off_hz * LQ + offs_m, mask=row_ok, other=float("inf"))
+    lse = tl.load(Lse + off_hz.to(tl.int64) * LQ + offs_m, mask=row_ok, other=float("inf"))
     lse = tl.where(lse == float("-inf"), float("inf"), lse)
-    delta = tl.load(Delta + off_hz * LQ + offs_m, mask=row_ok, other=0.0)
+    delta = tl.load(Delta + off_hz.to(tl.int64) * LQ + offs_m, mask=row_ok, other=0.0)
     dq = tl.zeros([BLOCK_M, BLOCK_DK], dtype=tl.float32)
 
     kT_ptrs = (K + off_b * stride_kb + off_h * stride_kh
@@ -452,8 +456,9 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, Lse, Delta,
 # ----------------------------------------------------------------------------
 # Block sizes: autotuned on a GPU, fixed and small under the interpreter
 # ----------------------------------------------------------------------------
-#: Forward configurations tried on a GPU (BLOCK_M, BLOCK_N, num_warps, num_stages),
-#: a small list around what works on an A100/H100 for d = 64 and 128.
+#: Forward configurations tried on a GPU of compute capability 8.0 or newer (BLOCK_M,
+#: BLOCK_N, num_warps, num_stages), a small list around what works on an A100/H100 for
+#: d = 64 and 128.
 FWD_CONFIGS_CUDA = [
     (128, 64, 4, 3),
     (128, 64, 8, 3),
@@ -462,19 +467,70 @@ FWD_CONFIGS_CUDA = [
     (64, 64, 4, 3),
     (64, 32, 4, 4),
 ]
+#: Before compute capability 8.0 (Colab's T4 is 7.5) Triton 3.9 emits no tensor-core
+#: instructions: both tl.dot become FMA loops, and num_stages does nothing (no
+#: asynchronous copies). Two small configurations, so that autotuning on a 2-core Colab
+#: VM compiles two kernels per length bucket, not six; small tiles, because FMA tiles
+#: live in registers (python -m attn_edu.kernels.report shows the spills of larger ones).
+FWD_CONFIGS_PRE_AMPERE = [
+    (32, 32, 4, 1),
+    (64, 32, 4, 1),
+]
 #: Under TRITON_INTERPRET=1 every block is a NumPy call: small, fixed blocks, so
 #: that tests with L = 65 or 129 still cross several blocks and a ragged last one.
 INTERPRET_BLOCK_M = 32
 INTERPRET_BLOCK_N = 32
-#: Backward blocks on a GPU (dK/dV program holds BLOCK_N keys, streams BLOCK_M queries).
+#: Backward blocks on a GPU: the dK/dV program holds BLOCK_N keys and streams BLOCK_M
+#: queries past them; the dQ program mirrors it (BLOCK_N queries, BLOCK_M keys per step).
 BWD_BLOCK_M_CUDA, BWD_BLOCK_N_CUDA, BWD_WARPS_CUDA, BWD_STAGES_CUDA = 32, 64, 4, 2
 #: Tried in order (BLOCK_M, BLOCK_N, num_warps, num_stages): the first that fits the GPU's
 #: shared memory is used. The second is for GPUs with 64 KiB per block (a T4) and head
-#: dimension 128, where the first needs ~100 KiB in float32 and ~80 KiB in float16.
+#: dimension 128, where the first needs ~100 KiB in float32 and ~80 KiB in float16; from
+#: compute capability 8.0 on the first always fits (:func:`backward_configs`).
 BWD_CONFIGS_CUDA = [
     (BWD_BLOCK_M_CUDA, BWD_BLOCK_N_CUDA, BWD_WARPS_CUDA, BWD_STAGES_CUDA),
     (16, 32, 4, 1),
 ]
+
+
+def backward_configs(capability: Tuple[int, int]) -> list:
+    """The backward configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) the launcher
+    tries in order on a GPU of this compute capability: only the first of
+    ``BWD_CONFIGS_CUDA`` from 8.0 on (it needs at most ~64 KiB of shared memory, the
+    smallest of those GPUs has 99 KiB), both before (a T4 has 64 KiB)."""
+    return list(BWD_CONFIGS_CUDA[:1] if tuple(capability) >= (8, 0) else BWD_CONFIGS_CUDA)
+
+
+def forward_configs(capability: Tuple[int, int], head_dim: int = 64) -> list:
+    """The forward configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) the autotuner
+    tries on a GPU of this compute capability for head dimension ``head_dim``:
+    ``FWD_CONFIGS_CUDA`` from 8.0 (Ampere) on, ``FWD_CONFIGS_PRE_AMPERE`` before (a T4,
+    7.5: no tensor cores in Triton, FMA only). For ``head_dim > 64`` the configurations
+    that spill registers there are left out (128 x 64 tiles with 4 warps; on Ampere also
+    128 x 128), as ``python -m attn_edu.kernels.report`` shows."""
+    cap = tuple(capability)
+    if cap < (8, 0):
+        return list(FWD_CONFIGS_PRE_AMPERE)
+    spills = set()
+    if head_dim > 64:
+        spills = {(128, 64, 4, 3)} | ({(128, 128, 8, 3)} if cap < (9, 0) else set())
+    return [c for c in FWD_CONFIGS_CUDA if c not in spills]
+
+
+#: What the forward's autotuner keys on: length *buckets* (powers of two), head dims,
+#: causality, precision (Triton adds the dtypes itself).
+FWD_AUTOTUNE_KEY = ["LQ_BUCKET", "LK_BUCKET", "HEAD_DK", "HEAD_DV", "CAUSAL", "INPUT_PRECISION"]
+
+
+def _prune_fwd_configs(configs, named_args, **kwargs):
+    """Keep the configurations of :func:`forward_configs` for the GPU and head dim in use."""
+    args = {**named_args, **kwargs}
+    head_dim = max(args.get("HEAD_DK", 64), args.get("HEAD_DV", 64))
+    wanted = set(forward_configs(torch.cuda.get_device_capability(), head_dim))
+    kept = [c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps,
+                                   c.num_stages) in wanted]
+    return kept or list(configs)
+
 
 if HAS_TRITON:
     if _BUILT_INTERPRETED:
@@ -482,8 +538,9 @@ if HAS_TRITON:
     else:
         _attn_fwd = triton.autotune(
             configs=[triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-                     for bm, bn, w, s in FWD_CONFIGS_CUDA],
-            key=["LQ", "LK", "HEAD_DK", "HEAD_DV", "CAUSAL", "INPUT_PRECISION"],
+                     for bm, bn, w, s in FWD_CONFIGS_CUDA + FWD_CONFIGS_PRE_AMPERE],
+            key=FWD_AUTOTUNE_KEY,
+            prune_configs_by={"early_config_prune": _prune_fwd_configs},
         )(triton.jit(_attn_fwd_kernel))
 else:  # pragma: no cover
     _attn_fwd = _attn_fwd_kernel
@@ -637,7 +694,8 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float
     if LK == 0:  # no keys: every row is empty
         return out.zero_(), lse.fill_(float("-inf"))
     args = (q, k, v, out, lse, *_strides(q), *_strides(k), *_strides(v), *_strides(out),
-            H, LQ, LK, scale * LOG2E.value, _offset(align, LQ, LK))
+            H, LQ, LK, scale * LOG2E.value, _offset(align, LQ, LK),
+            triton.next_power_of_2(LQ), triton.next_power_of_2(LK))
     meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
                 CAUSAL=align is not None, INPUT_PRECISION=_input_precision(q.dtype))
     if _BUILT_INTERPRETED:
@@ -671,15 +729,16 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
     if _BUILT_INTERPRETED:
         configs = [(INTERPRET_BLOCK_M, INTERPRET_BLOCK_N, None, None)]
     else:
-        configs = BWD_CONFIGS_CUDA
+        configs = backward_configs(torch.cuda.get_device_capability(q.device))
     for i, (bm, bn, warps, stages) in enumerate(configs):
         extra = {} if warps is None else dict(num_warps=warps, num_stages=stages)
         try:
             _attn_bwd_dkdv[(triton.cdiv(LK, bn), B * H)](
                 q, k, v, do, dk, dv, lse, delta, *common, **meta, BLOCK_M=bm, BLOCK_N=bn, **extra)
-            # the dQ kernel streams keys: BLOCK_N keys per step past BLOCK_M queries
-            _attn_bwd_dq[(triton.cdiv(LQ, bm), B * H)](
-                q, k, v, do, dq, lse, delta, *common, **meta, BLOCK_M=bm, BLOCK_N=bn, **extra)
+            # the dQ kernel mirrors it: bn query rows per program, bm keys per step (its
+            # matmuls then have bn >= 64 rows, what Hopper's wgmma needs)
+            _attn_bwd_dq[(triton.cdiv(LQ, bn), B * H)](
+                q, k, v, do, dq, lse, delta, *common, **meta, BLOCK_M=bn, BLOCK_N=bm, **extra)
             break
         except _OutOfResources:  # not enough shared memory on this GPU: smaller blocks
             if i == len(configs) - 1:
@@ -744,3 +803,35 @@ def triton_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] =
     """
     align, s = check_triton_inputs(q, k, v, causal, scale)
     return _TritonAttention.apply(q, k, v, align, s)
+
+
+# ----------------------------------------------------------------------------
+# For the ahead-of-time compile report (attn_edu.kernels.report)
+# ----------------------------------------------------------------------------
+def aot_kernels() -> list:
+    """This file's kernels as ``AotKernel`` (``attn_edu/kernels/_shared.py``) records: what
+    ``python -m attn_edu.kernels.report`` compiles for sm_75 / sm_80 / sm_90a without a GPU
+    (the forward with the autotuner's configurations for the target, both backward
+    kernels with :func:`backward_configs`; non-causal, same d for q, k and v)."""
+    def meta(d, dtype, config):
+        bd = padded_head_dim(d)
+        return dict(HEAD_DK=d, HEAD_DV=d, BLOCK_DK=bd, BLOCK_DV=bd, CAUSAL=False,
+                    INPUT_PRECISION="ieee" if dtype == "float32" else "tf32",
+                    BLOCK_M=config[0], BLOCK_N=config[1])
+
+    def dq_configs(capability, d):  # the dQ launch swaps the two blocks (see _backward)
+        return [(bn, bm, w, s) for bm, bn, w, s in backward_configs(capability)]
+
+    raw = lambda f: getattr(f, "fn", f)  # noqa: E731  (the autotuner wraps the jitted kernel)
+    qkv = {"Q": "{dtype}", "K": "{dtype}", "V": "{dtype}"}
+    units = ("stride_qd", "stride_kd", "stride_vd", "stride_od", "stride_dod")
+    return [
+        AotKernel("forward", raw(_attn_fwd), {**qkv, "Out": "{dtype}", "Lse": "fp32"}, ("qk_scale",),
+                  meta, forward_configs, unit_strides=units),
+        AotKernel("backward_dkdv", _attn_bwd_dkdv,
+                  {**qkv, "DO": "{dtype}", "DK": "{dtype}", "DV": "{dtype}", "Lse": "fp32",
+                   "Delta": "fp32"}, ("sm_scale",), meta, lambda cap, d: backward_configs(cap), unit_strides=units),
+        AotKernel("backward_dq", _attn_bwd_dq,
+                  {**qkv, "DO": "{dtype}", "DQ": "{dtype}", "Lse": "fp32", "Delta": "fp32"},
+                  ("sm_scale",), meta, dq_configs, unit_strides=units),
+    ]

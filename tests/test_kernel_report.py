@@ -1,0 +1,138 @@
+"""The GPU kernels checked without a GPU: compiled ahead of time for sm_75 / sm_80 / sm_90a
+with Triton's own compiler (``attn_edu.kernels.report``), and their launch rules.
+
+The compiles run in a subprocess: this test process has ``TRITON_INTERPRET=1`` set
+(conftest), so its kernels are interpreted ones and cannot be compiled.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+import torch  # noqa: E402
+
+from attn_edu.kernels import block_sparse_triton as bst  # noqa: E402
+from attn_edu.kernels import flash_triton as ft  # noqa: E402
+from attn_edu.kernels import _targets  # noqa: E402
+from attn_edu.kernels._targets import cuda_dtype_problem  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _compiled_env():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(PYTHONPATH=str(ROOT), TRITON_DEFAULT_FP_FUSION="1")
+    return env
+
+
+def _run(args, timeout=300):
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT,
+                          env=_compiled_env(), timeout=timeout)
+
+
+_TTIR_SCRIPT = r"""
+import json, re, sys
+from attn_edu.kernels import report
+out = {}
+for k in report.kernels():
+    row = report.compile_kernel(k, "sm_80", k.configs((8, 0), 64)[0], 64, "bfloat16")
+    # the first addptr on each tensor argument: base + b * stride_b + h * stride_h
+    out[k.name] = {m.group(1): m.group(2) for m in re.finditer(
+        r"tt\.addptr %(Q|K|V|Out|O|DO|Lse|LSE|Delta), %\S+ : !tt\.ptr<\w+>, (i\d+)",
+        row["asm"]["ttir"])}
+print(json.dumps(out))
+"""
+
+
+def test_every_kernel_addresses_its_tensors_with_int64_offsets():
+    # b * stride_b passes 2**31 for tensors of more than 2**31 elements (or a packed qkv
+    # view): in int32 it wraps and the kernel reads the wrong memory
+    res = _run(["-c", _TTIR_SCRIPT])
+    assert res.returncode == 0, res.stderr[-3000:]
+    offsets = json.loads(res.stdout.strip().splitlines()[-1])
+    assert set(offsets) == {"forward", "backward_dkdv", "backward_dq", "block_sparse_forward"}
+    for name, per_tensor in offsets.items():
+        assert {"Q", "K", "V"} <= set(per_tensor), (name, per_tensor)
+        assert set(per_tensor.values()) == {"i64"}, (name, per_tensor)
+
+
+def test_compile_report_subset_passes_and_uses_wgmma_on_hopper(tmp_path):
+    # the first configuration of every kernel at d = 64: mma.sync on sm_80, wgmma and no
+    # spills on sm_90a, everything within shared memory (the full report is a command:
+    # python -m attn_edu.kernels.report)
+    out = tmp_path / "report.json"
+    res = _run(["-m", "attn_edu.kernels.report", "--targets", "sm_80,sm_90a", "--d", "64",
+                "--configs", "1", "--json", str(out)])
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    kernels = {"forward", "backward_dkdv", "backward_dq", "block_sparse_forward"}
+    assert {r["kernel"] for r in rows} == kernels and len(rows) == 2 * len(kernels)
+    for r in rows:
+        assert r["shared"] <= r["shared_limit"] and r["registers"] > 0 and not r["problems"], r
+        assert r["matrix"] == {"sm_80": "mma.sync", "sm_90a": "wgmma"}[r["target"]], r
+        if r["target"] == "sm_90a":
+            assert r["spill_bytes"] == 0, r
+
+
+@pytest.mark.slow
+def test_full_compile_report_exits_zero():
+    res = _run(["-m", "attn_edu.kernels.report"], timeout=1200)
+    assert res.returncode == 0, res.stdout[-5000:]
+
+
+def test_report_problems_rules():
+    from attn_edu.kernels import report
+
+    row = dict(target="sm_90a", shared=100, shared_limit=50, matrix="mma.sync", spill_bytes=8)
+    assert len(report.problems(row)) == 3
+    assert report.problems(row, needs_wgmma=False) == [
+        "shared memory 100 B > limit 50 B", "spills 8 B of registers"]
+    assert report.problems(dict(row, target="sm_80", shared=10)) == []
+    assert report.matrix_instructions("wgmma.mma_async.sync.aligned") == "wgmma"
+    assert report.matrix_instructions("mma.sync.aligned.m16n8k16") == "mma.sync"
+    assert report.matrix_instructions("fma.rn.f32") == "fma"
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
+        report.kernels()  # this process interprets its kernels
+
+
+def test_forward_autotunes_on_length_buckets_not_exact_lengths():
+    # every new exact length would re-run the autotuner (and compile every config)
+    assert "LQ" not in ft.FWD_AUTOTUNE_KEY and "LK" not in ft.FWD_AUTOTUNE_KEY
+    assert {"LQ_BUCKET", "LK_BUCKET"} <= set(ft.FWD_AUTOTUNE_KEY)
+    params = ft.kernel_source("forward").split(":", 1)[0]
+    assert "LQ_BUCKET" in params and "LK_BUCKET" in params
+
+
+def test_pre_ampere_gpus_get_a_short_config_list():
+    t4 = ft.forward_configs((7, 5))
+    assert 1 <= len(t4) <= 2 and all(stages == 1 for *_, stages in t4)
+    assert ft.forward_configs((8, 0)) == ft.forward_configs((9, 0)) == ft.FWD_CONFIGS_CUDA
+    # at d = 128 the 4-warp 128 x 64 tile spills registers (the compile report): left out
+    assert (128, 64, 4, 3) not in ft.forward_configs((9, 0), 128)
+    assert (128, 128, 8, 3) in ft.forward_configs((9, 0), 128)
+    assert ft.backward_configs((9, 0)) == ft.BWD_CONFIGS_CUDA[:1]
+    assert ft.backward_configs((7, 5)) == ft.BWD_CONFIGS_CUDA
+
+
+class _OnCuda(torch.Tensor):
+    """A CPU tensor that says it lives on a GPU: enough for the input checks."""
+
+    @property
+    def device(self):
+        return torch.device("cuda", 0)
+
+
+def test_block_sparse_refuses_bfloat16_before_compute_capability_8(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (7, 5))
+    q = torch.randn(1, 1, 32, 32, dtype=torch.bfloat16).as_subclass(_OnCuda)
+    with pytest.raises(TypeError) as err:
+        bst.block_sparse_attention(q, q, q, torch.ones(32, 32, dtype=torch.bool))
+    msg = str(err.value)
+    assert "bfloat16" in msg and "7.5" in msg and "8.0" in msg and "float16" in msg
+    assert msg == "block_sparse_attention: " + cuda_dtype_problem("bfloat16", (7, 5))
