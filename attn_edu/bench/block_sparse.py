@@ -8,13 +8,13 @@ Chapter 11 states the goals; ``scripts/gpu-bench.sh`` records the numbers.
 """
 from __future__ import annotations
 
-import json
 import math
-import platform
-import time
 from typing import List, Optional, Sequence, Tuple
 
+from .. import profiling
 from ..masks import plan_tiles
+from .env import environment
+from .sweep import SCHEMA, save_results
 
 __all__ = ["bench_block_sparse", "default_dtype"]
 
@@ -71,13 +71,15 @@ def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,
                        flex_block_k: int = 128,
                        patterns: Sequence[str] = ("blocks", "window"), seed: int = 0,
                        configs: Sequence[Tuple[int, int]] = ((4, 2), (4, 3), (8, 2), (8, 3)),
-                       json_path: Optional[str] = None, verbose: bool = True) -> List[dict]:
+                       json_path: Optional[str] = None, verbose: bool = True,
+                       dry_run: bool = False, command: Optional[str] = None) -> List[dict]:
     """Time the block-sparse kernel against itself on a full layout and against FlexAttention.
 
     For every n, pattern and density it prints (and returns as dicts):
 
     * ``t_sparse`` -- ``block_sparse_attention`` with a plan built once (ms, median of
-      ``triton.testing.do_bench``; best of ``configs`` = (num_warps, num_stages));
+      CUDA-event times, :func:`attn_edu.profiling.time_ms`; best of ``configs`` =
+      (num_warps, num_stages));
     * ``t_full`` -- the same kernel on an all-True mask: every tile full, nothing skipped;
     * ``speedup = t_full / t_sparse`` next to the ideal ``1 / tile_density``, and
       ``efficiency = speedup * tile_density`` (goal: >= 0.8 for density >= 1/8, n >= 8192);
@@ -93,23 +95,27 @@ def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,
     FlexAttention cannot be compiled here (old torch, or a GPU with too little shared memory
     for its kernel), that is printed and the rows carry no ``t_flex``. Needs a CUDA GPU: on
     any other machine it prints that it was skipped and returns ``[]``.
+
+    ``dry_run=True`` runs the same steps on the CPU through Triton's interpreter
+    (``TRITON_INTERPRET=1``, float32, eager FlexAttention; give tiny ``n_list``): the
+    pipeline, not the numbers. ``json_path`` writes a document of kind ``"block_sparse"``
+    (schema ``attn_edu.bench/1``, the environment header, ``config`` and ``rows``).
     """
-    why = _cannot_run()
+    why = _cannot_run_dry() if dry_run else _cannot_run()
     if why:
         print(f"bench_block_sparse: SKIPPED, {why}. It measures GPU kernels only; "
               "no timings were taken.")
         return []
     import torch
-    import triton
-    from triton.testing import do_bench
 
     from ..kernels.block_sparse_triton import (DTYPES, block_sparse_attention, flex_available,
                                                flex_block_mask_from_bool, flex_reference)
     from ..reference import scaled_dot_product_attention
     from ..testing import assert_close_to_reference
 
-    dev = torch.device(_BENCH_DEVICE)
-    dtype = default_dtype() if dtype is None else dtype
+    dev = torch.device("cpu" if dry_run else _BENCH_DEVICE)
+    if dtype is None:
+        dtype = "float32" if dry_run else default_dtype()
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
     dt = getattr(torch, dtype)
@@ -117,11 +123,12 @@ def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,
     granule = math.lcm(block_q, block_k, flex_block_q, flex_block_k)
 
     def timed(fn):
-        return float(do_bench(fn, warmup=25, rep=100, return_mode="median"))
+        return profiling.time_ms(fn, repeat=1 if dry_run else 50, warmup=0 if dry_run else 10,
+                                 device=dev.type).median_ms
 
     def best_of(q, k, v, plan):
         best = None
-        for nw, ns in configs:
+        for nw, ns in configs[:1] if dry_run else configs:  # the interpreter ignores them
             def fn():
                 return block_sparse_attention(q, k, v, plan, num_warps=nw, num_stages=ns)
             try:
@@ -139,7 +146,7 @@ def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,
 
     # correctness on a small case against the float64 reference (the tolerance rule)
     g = torch.Generator(device="cpu").manual_seed(seed)
-    small = 512
+    small = 64 if dry_run else 512
     q, k, v = (torch.randn(1, 2, small, d, generator=g).to(dev, dt) for _ in range(3))
     m = _pattern_mask("window", small, 0.25, granule, seed, dev)
     out = block_sparse_attention(q, k, v, m, block_q, block_k)
@@ -149,14 +156,15 @@ def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,
     if verbose:
         print(f"check n={small} {dtype} vs float64 reference: max err {err:.2e} (passes the rule)")
 
-    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "triton": triton.__version__, "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d %H:%M:%S"), "dtype": dtype, "batch": batch,
-            "heads": heads, "d": d, "block_q": block_q, "block_k": block_k,
-            "flex_block_q": flex_block_q, "flex_block_k": flex_block_k}
+    meta = {"dtype": dtype, "batch": batch, "heads": heads, "d": d, "block_q": block_q,
+            "block_k": block_k, "flex_block_q": flex_block_q, "flex_block_k": flex_block_k,
+            "densities": list(densities), "patterns": list(patterns), "n": list(n_list)}
+    env = environment(dev.type)
     if verbose:
-        print(f"{meta['device']}  torch {meta['torch']}  triton {meta['triton']}  {dtype}  "
-              f"B={batch} H={heads} d={d}  tiles {block_q}x{block_k}, flex {flex_block_q}x{flex_block_k}")
+        print(f"{env['device']['name']}  torch {env['versions']['torch']}  triton "
+              f"{env['versions']['triton']}  {dtype}  B={batch} H={heads} d={d}  tiles "
+              f"{block_q}x{block_k}, flex {flex_block_q}x{flex_block_k}"
+              + ("  [DRY RUN on the CPU: not GPU numbers]" if dry_run else ""))
     rows: List[dict] = []
     for n in n_list:
         q, k, v = (torch.randn(batch, heads, n, d, device=dev, dtype=dt) for _ in range(3))
@@ -173,9 +181,9 @@ def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,
         if have_flex:
             try:  # compiling FlexAttention can fail where ours runs (e.g. shared memory)
                 ones_bm = flex_block_mask_from_bool(ones, flex_block_q, flex_block_k, device=dev)
-                flex_reference(q, k, v, block_mask=ones_bm, compiled=True)
+                flex_reference(q, k, v, block_mask=ones_bm, compiled=not dry_run)
                 base["t_flex_full"] = timed(lambda: flex_reference(q, k, v, block_mask=ones_bm,
-                                                                   compiled=True))
+                                                                   compiled=not dry_run))
             except Exception as e:  # noqa: BLE001 - the comparison is optional
                 have_flex = False
                 print(f"  FlexAttention not compared here: {type(e).__name__}: "
@@ -200,11 +208,11 @@ def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,
                 if have_flex:
                     try:
                         bmask = flex_block_mask_from_bool(mask, flex_block_q, flex_block_k, device=dev)
-                        ref = flex_reference(q, k, v, block_mask=bmask, compiled=True)
+                        ref = flex_reference(q, k, v, block_mask=bmask, compiled=not dry_run)
                         ours = block_sparse_attention(q, k, v, plan, num_warps=nw, num_stages=ns)
                         err_flex = float((ours.float() - ref.float()).abs().max())
                         t_flex = timed(lambda: flex_reference(q, k, v, block_mask=bmask,
-                                                              compiled=True))
+                                                              compiled=not dry_run))
                         row.update(err_vs_flex=err_flex, t_flex=t_flex,
                                    sparse_over_flex=t_sparse / t_flex,
                                    flex_speedup=row["t_flex_full"] / t_flex)
@@ -213,7 +221,7 @@ def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,
                 goal = []
                 if rho >= 1 / 8 and rho < 1 and n >= 8192:
                     goal.append(row["efficiency"] >= 0.8)
-                if "sparse_over_flex" in row:
+                if "sparse_over_flex" in row and not dry_run:
                     goal.append(row["sparse_over_flex"] <= 1.25)
                 row["meets_goal"] = all(goal) if goal else None
                 rows.append(row)
@@ -224,13 +232,27 @@ def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,
                     print(f"{n:6d} {pattern:>7} {row['density']:8.4f} {tile_density:6.3f} "
                           f"{t_sparse:9.3f} {t_full:8.3f} {row['speedup']:8.2f} {row['ideal']:6.2f} "
                           f"{row['efficiency']:7.1%} {fl} {row['tflops']:8.1f} {nw}/{ns:<3} {verdict:>5}")
-        torch.cuda.empty_cache()
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
     if json_path:
-        with open(json_path, "w") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+        save_results({"schema": SCHEMA, "kind": "block_sparse", "dry_run": dry_run, **env,
+                      "command": command, "config": meta, "rows": rows}, json_path)
         if verbose:
             print(f"wrote {json_path}")
     return rows
+
+
+def _cannot_run_dry() -> Optional[str]:
+    """Why the dry run (the same steps on the CPU, Triton's interpreter) cannot run here."""
+    import importlib.util
+
+    from ..kernels._interpret import requested
+
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("triton") is None:
+        return "torch/triton missing"
+    if not requested():
+        return "a dry run needs TRITON_INTERPRET=1 (set before triton is imported)"
+    return None
 
 
 def _cannot_run() -> Optional[str]:

@@ -77,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="mask patterns for --block-sparse")
     p.add_argument("--flex-block-q", type=int, default=128, help="FlexAttention's tile rows (--block-sparse)")
     p.add_argument("--flex-block-k", type=int, default=128, help="FlexAttention's tile columns (--block-sparse)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="the GPU pipeline on the CPU (TRITON_INTERPRET=1, tiny sizes): documents are "
+                        "marked dry_run, their numbers are not GPU numbers")
     return p
 
 
@@ -85,11 +88,12 @@ def _given(value, default):
     return default if value is None else value
 
 
-def _block_sparse(args, ns: List[int]) -> int:
+def _block_sparse(args, ns: List[int], argv: Sequence[str]) -> int:
     rows = bench_block_sparse(ns or [8192, 16384], args.d, args.densities, args.dtype, args.batch,
                               _given(args.heads, 16), _given(args.block_q, 128), _given(args.block_k, 64),
-                              args.flex_block_q, args.flex_block_k, args.patterns, json_path=args.out)
-    return 0 if rows or not cuda_available() else 1
+                              args.flex_block_q, args.flex_block_k, args.patterns, json_path=args.out,
+                              dry_run=args.dry_run, command=_command(argv))
+    return 0 if rows or not (cuda_available() or args.dry_run) else 1
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -113,14 +117,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ValueError:
         parser.error(f"--n must be integers; got {' '.join(args.n)}")
     if args.block_sparse:
-        return _block_sparse(args, ns)
+        return _block_sparse(args, ns, argv)
     if args.goals:
-        goals, code = run_goals(n=args.goal_n, repeat=max(1, min(args.repeat, 5)))
+        goals, code = run_goals(n=args.goal_n, repeat=max(1, min(args.repeat, 5)), dry_run=args.dry_run)
         if args.out:
-            env = environment("cpu")
-            env["device"]["threads"] = cpu_threads()
-            save_results({"schema": SCHEMA, **env, "command": _command(argv),
-                          "config": {}, "results": [], "skipped": {}, "goals": goals}, args.out)
+            env = environment("cuda" if cuda_available() and not args.dry_run else "cpu")
+            if env["device"]["kind"] == "cpu":
+                env["device"]["threads"] = cpu_threads()
+            save_results({"schema": SCHEMA, "kind": "goals", "dry_run": args.dry_run, **env,
+                          "command": _command(argv), "goal_n": args.goal_n, "goals": goals}, args.out)
+            print(f"wrote {args.out}")
         return code
     unknown = [x for x in impls if x not in REGISTRY]
     if unknown:
@@ -135,12 +141,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         doc = run_sweep(impls, ns, config, repeat=args.repeat, warmup=args.warmup, memory=args.memory,
                         progress=not args.no_progress, command=_command(argv),
-                        interleave=args.interleave)
+                        interleave=args.interleave, dry_run=args.dry_run)
     except ValueError as err:
         parser.error(str(err))
     for r in doc["results"]:
         if "error" in r:
-            print(f"{r['impl']:18s} n={r['n']:6d}  ERROR {r['error']}")
+            print(f"{r['impl']:18s} n={r['n']:6d}  {r.get('reason', 'error').upper()} {r['error'][:120]}")
             continue
         mem = "" if r["peak_bytes"] is None else f"  peak {r['peak_bytes'] / 2**20:9.2f} MiB"
         print(f"{r['impl']:18s} n={r['n']:6d}  {r['median_ms']:10.3f} ms (min {r['min_ms']:.3f})"

@@ -64,7 +64,7 @@ def decode_sweep(contexts: Sequence[int] = (1024, 4096, 16384, 65536), batches: 
 
     dt = getattr(torch, dtype)
     config = {"heads": heads, "kv_heads": kv_heads, "d": d, "dtype": dtype, "device": device, "lq": 1}
-    doc = {"schema": SCHEMA, "sweep": "decode", **environment(device), "config": config,
+    doc = {"schema": SCHEMA, "kind": "decode", "sweep": "decode", **environment(device), "config": config,
            "repeat": repeat, "warmup": warmup, "results": [], "skipped": {}}
     fns = {}
     for impl in impls:

@@ -7,6 +7,7 @@ machine hits them alike. The CPU goals use 256 x 256 tiles, as they were stated.
 """
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -17,11 +18,11 @@ from .. import profiling
 from ..flash import flash_attention
 from ..masks import plan_tiles, sliding_window_mask
 from ..reference import scaled_dot_product_attention
-from .registry import BenchConfig, ImplUnavailable
-from .sweep import run_one
+from .registry import BenchConfig, ImplUnavailable, build_impl, make_inputs
+from .sweep import failure_reason
 
 __all__ = ["GOALS", "goal_numpy_memory_and_time", "goal_sparse_speed", "goal_gpu_triton_vs_sdpa",
-           "goal_gpu_causal_speedup", "run_goals", "cuda_available", "GOAL_BLOCK"]
+           "goal_gpu_causal_speedup", "run_goals", "cuda_available", "GOAL_BLOCK", "DRY_RUN_GPU_GOALS"]
 
 #: The tile of the CPU goals (stated at n = 8192 with 256 x 256 tiles).
 GOAL_BLOCK = 256
@@ -62,14 +63,9 @@ def _median(xs: List[float]) -> float:
 
 
 def _interleaved(fns: Dict[str, Callable], args: tuple, repeat: int, device: str) -> Dict[str, List[float]]:
-    """Run a, b, a, b, ... after one warm-up each, so machine load hits both alike."""
-    for fn in fns.values():
-        fn(*args)
-    times: Dict[str, List[float]] = {k: [] for k in fns}
-    for _ in range(repeat):
-        for key, fn in fns.items():
-            times[key].append(profiling.time_ms(fn, *args, repeat=1, warmup=0, device=device).median_ms)
-    return times
+    """Run a, b, a, b, ... after one warm-up each (:func:`attn_edu.profiling.time_interleaved_ms`)."""
+    timings = profiling.time_interleaved_ms(fns, *args, repeat=repeat, warmup=1, device=device)
+    return {key: list(t.times_ms) for key, t in timings.items()}
 
 
 def goal_numpy_memory_and_time(n: int = 8192, d: int = 64, block_q: int = GOAL_BLOCK,
@@ -144,51 +140,113 @@ def cuda_available() -> bool:
     return bool(attn_edu.HAS_CUDA)
 
 
+#: The GPU goals' shapes in a dry run on the CPU (Triton interpreter, float32): the code
+#: path of the goals, not their numbers.
+DRY_RUN_GPU_GOALS = {"ns": (64,), "ds": (16,), "batch": 1, "heads": 1, "repeat": 2}
+
+
+def _gpu_goal_setup(key: str, device: str) -> Optional[Dict[str, Any]]:
+    """The goal record saying why a GPU goal cannot run here, or None when it can
+    (on CUDA, or on the CPU through Triton's interpreter: a dry run)."""
+    from ..kernels._interpret import requested
+
+    if device == "cuda" and not cuda_available():
+        return _goal(key, None, {}, "not run: no CUDA GPU")
+    if device == "cpu" and not requested():
+        return _goal(key, None, {}, "not run: a dry run on the CPU needs TRITON_INTERPRET=1")
+    return None
+
+
+def _dry_note(device: str) -> str:
+    return ("DRY RUN on the CPU (Triton interpreter, tiny shapes): exercises the code, "
+            "not a GPU number" if device == "cpu" else "")
+
+
+def _ratio_point(fns: Dict[str, Callable], cfg: BenchConfig, n: int, repeat: int) -> Dict[str, Any]:
+    """Median times of ``fns`` on one input, interleaved (CUDA events on a GPU)."""
+    inputs = make_inputs("torch", n, cfg)
+    t = profiling.time_interleaved_ms(fns, *inputs, repeat=repeat, warmup=2, device=cfg.device)
+    return {f"{k}_ms": t[k].median_ms for k in fns}
+
+
 def goal_gpu_triton_vs_sdpa(ns: Sequence[int] = (4096, 8192, 16384), ds: Sequence[int] = (64, 128),
-                            batch: int = 4, heads: int = 16, repeat: int = 10) -> List[Dict[str, Any]]:
-    """Triton forward TFLOP/s over SDPA's flash backend, bf16, non-causal; the worst ratio counts."""
-    if not cuda_available():
-        return [_goal("triton_over_sdpa_flash_tflops", None, {}, "not run: no CUDA GPU")]
+                            batch: int = 4, heads: int = 16, repeat: int = 20,
+                            device: str = "cuda") -> List[Dict[str, Any]]:
+    """Triton forward TFLOP/s over SDPA's flash backend, bf16, non-causal; the worst ratio counts.
+
+    Both run interleaved on the same inputs (a, b, a, b, ...), each call timed with CUDA
+    events, and the ratio is of the medians. A point that fails (out of memory) is
+    recorded with its reason and the others still count. ``device="cpu"`` is the dry run
+    (``TRITON_INTERPRET=1``, float32, tiny shapes): the record says it is one.
+    """
+    key = "triton_over_sdpa_flash_tflops"
+    why = _gpu_goal_setup(key, device)
+    if why:
+        return [why]
     details, ratios = [], []
-    try:
-        for d in ds:
-            for n in ns:
-                cfg = BenchConfig(batch=batch, heads=heads, d=d, dtype="bfloat16", device="cuda")
-                tri = run_one("triton", n, cfg, repeat=repeat, warmup=2)
-                ref = run_one("torch_sdpa_flash", n, cfg, repeat=repeat, warmup=2)
-                ratios.append(tri["tflops"] / ref["tflops"])
-                details.append({"n": n, "d": d, "triton_tflops": tri["tflops"],
-                                "sdpa_flash_tflops": ref["tflops"], "ratio": ratios[-1]})
-    except ImplUnavailable as err:
-        return [_goal("triton_over_sdpa_flash_tflops", None, {"points": details}, f"not run: {err}")]
-    return [_goal("triton_over_sdpa_flash_tflops", min(ratios),
-                  {"batch": batch, "heads": heads, "points": details}, "worst point")]
+    dtype = "bfloat16" if device == "cuda" else "float32"
+    for d in ds:
+        for n in ns:
+            cfg = BenchConfig(batch=batch, heads=heads, d=d, dtype=dtype, device=device)
+            try:
+                fns = {"triton": build_impl("triton", cfg)[1],
+                       "sdpa_flash": build_impl("torch_sdpa_flash", cfg)[1]}
+                t = _ratio_point(fns, cfg, n, repeat)
+            except ImplUnavailable as err:
+                return [_goal(key, None, {"points": details}, f"not run: {err}")]
+            except Exception as err:  # out of memory, ...: recorded, the goal goes on
+                details.append({"n": n, "d": d, "error": f"{type(err).__name__}: {str(err)[:200]}",
+                                "reason": failure_reason(err)})
+                continue
+            ratios.append(t["sdpa_flash_ms"] / t["triton_ms"])  # = TFLOP/s ratio (same FLOPs)
+            details.append({"n": n, "d": d, **t, "ratio": ratios[-1]})
+    measured = min(ratios) if ratios else None
+    note = "; ".join(x for x in ("worst point, medians of interleaved runs", _dry_note(device),
+                                 "" if ratios else "every point failed") if x)
+    return [_goal(key, measured, {"batch": batch, "heads": heads, "dtype": dtype, "points": details},
+                  note)]
 
 
 def goal_gpu_causal_speedup(n: int = 8192, d: int = 64, batch: int = 4, heads: int = 16,
-                            repeat: int = 10) -> List[Dict[str, Any]]:
-    """Triton forward, causal / non-causal time at bf16 (skipping tiles should nearly halve it)."""
-    if not cuda_available():
-        return [_goal("causal_over_noncausal_time", None, {}, "not run: no CUDA GPU")]
+                            repeat: int = 20, device: str = "cuda") -> List[Dict[str, Any]]:
+    """Triton forward, causal / non-causal time at bf16 (skipping tiles should nearly halve it);
+    both interleaved, medians of CUDA-event times. ``device="cpu"``: the dry run."""
+    key = "causal_over_noncausal_time"
+    why = _gpu_goal_setup(key, device)
+    if why:
+        return [why]
+    dtype = "bfloat16" if device == "cuda" else "float32"
+    cfg = BenchConfig(batch=batch, heads=heads, d=d, dtype=dtype, device=device)
     try:
-        full = run_one("triton", n, BenchConfig(batch=batch, heads=heads, d=d, dtype="bfloat16",
-                                                device="cuda"), repeat=repeat, warmup=2)
-        causal = run_one("triton", n, BenchConfig(batch=batch, heads=heads, d=d, dtype="bfloat16",
-                                                  device="cuda", causal=True), repeat=repeat, warmup=2)
+        fns = {"full": build_impl("triton", cfg)[1],
+               "causal": build_impl("triton", dataclasses.replace(cfg, causal=True))[1]}
+        t = _ratio_point(fns, cfg, n, repeat)
     except ImplUnavailable as err:
-        return [_goal("causal_over_noncausal_time", None, {}, f"not run: {err}")]
-    return [_goal("causal_over_noncausal_time", causal["median_ms"] / full["median_ms"],
-                  {"n": n, "d": d, "full_ms": full["median_ms"], "causal_ms": causal["median_ms"]})]
+        return [_goal(key, None, {}, f"not run: {err}")]
+    except Exception as err:
+        return [_goal(key, None, {"n": n, "d": d, "error": f"{type(err).__name__}: {str(err)[:200]}",
+                                  "reason": failure_reason(err)}, "failed")]
+    return [_goal(key, t["causal_ms"] / t["full_ms"], {"n": n, "d": d, "dtype": dtype, **t},
+                  _dry_note(device))]
 
 
 def run_goals(n: int = 8192, repeat: int = 3, sparse: bool = True, gpu: bool = True,
-              stream=None) -> Tuple[List[Dict[str, Any]], int]:
-    """Measure every goal, print a table; return (goal records, exit code: 1 if one failed)."""
+              stream=None, dry_run: bool = False) -> Tuple[List[Dict[str, Any]], int]:
+    """Measure every goal, print a table; return (goal records, exit code: 1 if one failed).
+
+    ``dry_run=True`` runs the GPU goals on the CPU through Triton's interpreter at the
+    tiny shapes of ``DRY_RUN_GPU_GOALS`` (their records say so)."""
     stream = stream or sys.stdout
     goals = goal_numpy_memory_and_time(n=n, repeat=repeat)
     if sparse:
         goals += goal_sparse_speed(n=n, window=min(1024, n // 2), repeat=repeat)
-    if gpu:
+    if gpu and dry_run:
+        dr = DRY_RUN_GPU_GOALS
+        goals += goal_gpu_triton_vs_sdpa(dr["ns"], dr["ds"], dr["batch"], dr["heads"], dr["repeat"],
+                                         device="cpu")
+        goals += goal_gpu_causal_speedup(dr["ns"][0], dr["ds"][0], dr["batch"], dr["heads"],
+                                         dr["repeat"], device="cpu")
+    elif gpu:
         goals += goal_gpu_triton_vs_sdpa() + goal_gpu_causal_speedup()
     for g in goals:
         status = {True: "PASS", False: "FAIL", None: "not run"}[g["passed"]]

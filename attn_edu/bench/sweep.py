@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import glob as _glob
 import json
+import os
 import sys
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -22,12 +24,16 @@ from ..kernels._interpret import requested as interpret_requested
 from .env import cpu_threads, environment
 from .registry import REGISTRY, BenchConfig, Impl, ImplUnavailable, build_impl, impl_names, make_inputs
 
-__all__ = ["SCHEMA", "DATA_DIR", "FLOP_FORMULA", "run_one", "run_sweep", "save_results", "load_results",
-           "recorded_results", "results_rows", "fit_exponent"]
+__all__ = ["SCHEMA", "KINDS", "DATA_DIR", "FLOP_FORMULA", "run_one", "run_sweep", "save_results", "load_results",
+           "recorded_results", "results_rows", "fit_exponent", "failure_reason"]
 
 #: The ``schema`` field of every benchmark document.
 SCHEMA = "attn_edu.bench/1"
-#: Where the recorded sweeps live (package data, plotted by chapters 08, 10 and 11).
+#: What a document holds, its ``"kind"`` field (a document without one is a sweep).
+KINDS = ("sweep", "goals", "block_sparse", "decode")
+#: Where the recorded sweeps live (package data, plotted by chapters 08, 10 and 11); the
+#: environment variable ``ATTN_EDU_BENCH_DATA`` points the chapters at another folder
+#: (e.g. the output of ``bash scripts/gpu-bench.sh --dry-run DIR``).
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "bench"
 #: How the FLOPs of a row are counted (written into every document).
 FLOP_FORMULA = (
@@ -104,17 +110,31 @@ def _progress(items: list, desc: str, progress: Any):
     return items
 
 
+def failure_reason(err: BaseException) -> str:
+    """``"out_of_memory"`` for a CUDA (or CPU) allocation failure, else ``"error"``."""
+    text = f"{type(err).__name__}: {err}".lower()
+    return "out_of_memory" if ("out of memory" in text or "outofmemory" in text
+                               or isinstance(err, MemoryError)) else "error"
+
+
 def _error(name: str, n: int, err: BaseException) -> Dict[str, Any]:
-    return {"impl": name, "n": n, "error": f"{type(err).__name__}: {err}"}
+    reason = failure_reason(err)
+    torch = sys.modules.get("torch")
+    if reason == "out_of_memory" and torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()  # give the failed point's memory back before the next one
+    return {"impl": name, "n": n, "error": f"{type(err).__name__}: {str(err)[:300]}", "reason": reason}
 
 
 def run_sweep(impls: Sequence[str], ns: Sequence[int], config: Optional[BenchConfig] = None,
               repeat: int = 5, warmup: int = 1, memory: bool = False, progress: Any = True,
-              command: Optional[str] = None, interleave: bool = False) -> Dict[str, Any]:
+              command: Optional[str] = None, interleave: bool = False,
+              dry_run: bool = False) -> Dict[str, Any]:
     """Every implementation at every length; returns the JSON document (see the module docstring).
 
     Implementations that cannot run here are listed under ``"skipped"`` with the reason;
-    a point that fails (e.g. out of memory) is kept with its ``"error"``. ``progress``:
+    a point that fails is kept with its ``"error"`` and ``"reason"`` (``"out_of_memory"``
+    or ``"error"``), and the sweep goes on. ``dry_run=True`` marks the document as a dry
+    run of the GPU pipeline on the CPU (tiny sizes; its numbers are not GPU numbers). ``progress``:
     True (a tqdm bar on a terminal), False, or a tqdm-like callable (``tqdm.auto.tqdm``).
 
     ``interleave=True`` prepares every point, warms each up, then times them round-robin
@@ -127,7 +147,8 @@ def run_sweep(impls: Sequence[str], ns: Sequence[int], config: Optional[BenchCon
         if name not in REGISTRY:
             raise ValueError(f"unknown implementation {name!r}; known: {', '.join(impl_names())}")
     ns = [check_positive_int("n", n) for n in ns]
-    doc = {"schema": SCHEMA, **environment(config.device), "command": command,
+    doc = {"schema": SCHEMA, "kind": "sweep", "dry_run": bool(dry_run),
+           **environment(config.device), "command": command,
            "config": asdict(config), "repeat": repeat, "warmup": warmup, "interleave": interleave,
            "flop_formula": FLOP_FORMULA, "results": [], "skipped": {}}
     points = [(name, n) for name in impls for n in ns]
@@ -193,11 +214,30 @@ def save_results(doc: Dict[str, Any], path: Union[str, Path]) -> Path:
     return path
 
 
-def load_results(path_or_glob: Union[str, Path]) -> List[Dict[str, Any]]:
+def _check_document(doc: Any, path: Path) -> Dict[str, Any]:
+    """The document, or ValueError naming the file and what is wrong with it."""
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        seen = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise ValueError(f"{path} is not an attn_edu benchmark file: schema {seen!r}, "
+                         f"expected {SCHEMA!r}")
+    kind = doc.setdefault("kind", "decode" if doc.get("sweep") == "decode" else "sweep")
+    if kind not in KINDS:
+        raise ValueError(f"{path}: unknown kind {kind!r}; known: {', '.join(KINDS)}")
+    need = {"sweep": ("device", "config", "results"), "goals": ("goals",),
+            "block_sparse": ("device", "config", "rows"), "decode": ("device", "config", "results")}[kind]
+    missing = [k for k in need if k not in doc]
+    if missing:
+        raise ValueError(f"{path}: a {kind} document without {', '.join(missing)}")
+    return doc
+
+
+def load_results(path_or_glob: Union[str, Path], kind: Optional[str] = None) -> List[Dict[str, Any]]:
     """Load benchmark documents: a file, a directory (its ``*.json``) or a glob pattern.
 
     Always returns a list (sorted by file name), each document with ``"source"`` set to
-    its path. A document without ``"schema": "attn_edu.bench/1"`` is an error.
+    its path; ``kind`` (one of ``KINDS``) keeps only documents of that kind. A file that
+    is not a benchmark document (no ``"schema": "attn_edu.bench/1"``, an unknown kind,
+    missing fields) is a ValueError naming the file.
     """
     p = Path(path_or_glob)
     if p.is_dir():
@@ -210,23 +250,36 @@ def load_results(path_or_glob: Union[str, Path]) -> List[Dict[str, Any]]:
             raise FileNotFoundError(f"no benchmark JSON matches {str(path_or_glob)!r}")
     docs = []
     for f in files:
-        doc = json.loads(f.read_text())
-        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-            raise ValueError(f"{f} is not an attn_edu benchmark file (schema {SCHEMA!r})")
+        try:
+            doc = json.loads(f.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{f} is not valid JSON: {err}") from None
+        doc = _check_document(doc, f)
         doc["source"] = str(f)
-        docs.append(doc)
+        if kind is None or doc["kind"] == kind:
+            docs.append(doc)
     return docs
 
 
-def recorded_results(kind: Optional[str] = None) -> List[Dict[str, Any]]:
-    """The sweeps committed in ``attn_edu/data/bench/*.json``; ``kind="cpu"``/``"cuda"`` filters.
+def recorded_results(kind: Optional[str] = None, what: str = "sweep",
+                     data_dir: Union[str, Path, None] = None) -> List[Dict[str, Any]]:
+    """The recorded documents of kind ``what`` (one of ``KINDS``)
+    in ``attn_edu/data/bench/*.json``; ``kind="cpu"``/``"cuda"`` filters by device.
 
-    An empty list when none are recorded (e.g. no GPU sweep has been run yet).
+    ``data_dir`` (or the environment variable ``ATTN_EDU_BENCH_DATA``) reads another
+    folder. An empty list when none are recorded. A file there that is not a benchmark
+    document is skipped with a warning naming it, so one stray file cannot break a chapter.
     """
-    if not DATA_DIR.is_dir() or not any(DATA_DIR.glob("*.json")):
-        return []
-    docs = load_results(DATA_DIR)
-    return [d for d in docs if kind is None or d["device"]["kind"] == kind]
+    if what not in KINDS:
+        raise ValueError(f"what must be one of {', '.join(KINDS)}; got {what!r}")
+    folder = Path(data_dir or os.environ.get("ATTN_EDU_BENCH_DATA") or DATA_DIR)
+    docs = []
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            docs += load_results(f, kind=what)
+        except ValueError as err:
+            warnings.warn(f"skipped {f.name}: {err}", stacklevel=2)
+    return [d for d in docs if kind is None or d.get("device", {}).get("kind") == kind]
 
 
 def results_rows(docs: Union[Dict[str, Any], Iterable[Dict[str, Any]]]) -> List[Dict[str, Any]]:

@@ -1,0 +1,90 @@
+"""Figures of recorded benchmark documents (plotly), each labelled with where it was measured.
+
+:func:`recorded_sweep_figure` draws a sweep (throughput and peak memory against n),
+:func:`block_sparse_figure` a block-sparse benchmark (speed-up against tile density,
+with the ideal ``1 / density``). The title always names the device and says CPU or
+GPU; a document from ``bash scripts/gpu-bench.sh --dry-run`` says DRY RUN, so a CPU
+number is never shown as a GPU one. Chapters 10 and 11 draw the recorded files with
+them; the CI test of the dry run builds them from its output.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from .sweep import results_rows
+
+__all__ = ["document_label", "recorded_sweep_figure", "block_sparse_figure"]
+
+
+def document_label(doc: Dict[str, Any]) -> str:
+    """``"<device> (GPU|CPU), <date>"``, with ``"DRY RUN on the CPU"`` for a dry-run document."""
+    dev = doc.get("device", {})
+    kind = {"cuda": "GPU", "cpu": "CPU"}.get(dev.get("kind"), "device unknown")
+    label = f"{dev.get('name', 'unknown device')} ({kind}), {str(doc.get('date', ''))[:10]}"
+    return ("DRY RUN on the CPU, not GPU numbers: " + label) if doc.get("dry_run") else label
+
+
+def recorded_sweep_figure(doc: Dict[str, Any], note: str = ""):
+    """Throughput (TFLOP/s) and peak memory (MiB above the inputs) against n, one line per
+    implementation; failed points (out of memory, ...) are left out and listed in the title."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    rows = results_rows(doc)
+    ok = [r for r in rows if r.get("tflops")]
+    failed = sorted({f"{r['impl']} n={r['n']} ({r.get('reason', 'error')})" for r in rows if "error" in r})
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput", "peak memory"))
+    for i, impl in enumerate(sorted({r["impl"] for r in ok})):
+        rs = sorted((r for r in ok if r["impl"] == impl), key=lambda r: r["n"])
+        color = f"hsl({(i * 67) % 360}, 60%, 45%)"
+        fig.add_trace(go.Scatter(x=[r["n"] for r in rs], y=[r["tflops"] for r in rs], name=impl,
+                                 line_color=color, legendgroup=impl), 1, 1)
+        mem = [r for r in rs if r.get("peak_bytes")]
+        if mem:
+            fig.add_trace(go.Scatter(x=[r["n"] for r in mem], y=[r["peak_bytes"] / 2**20 for r in mem],
+                                     name=impl, line_color=color, legendgroup=impl, showlegend=False), 1, 2)
+    fig.update_xaxes(type="log", title_text="sequence length n",
+                     tickvals=sorted({r["n"] for r in ok}), tickangle=-45)
+    fig.update_yaxes(title_text="TFLOP/s", col=1)
+    fig.update_yaxes(type="log", title_text="peak MiB above inputs", col=2, dtick=1)
+    cfg = doc.get("config", {})
+    shape = f"B={cfg.get('batch')}, H={cfg.get('heads')}, d={cfg.get('d')}, {cfg.get('dtype')}" + (
+        ", causal" if cfg.get("causal") else "")
+    title = f"{document_label(doc)}<br>{shape}{'; ' + note if note else ''}"
+    if failed:
+        title += f"<br>failed: {', '.join(failed[:4])}{' ...' if len(failed) > 4 else ''}"
+    fig.update_layout(height=420 if failed else 380, title=dict(text=title, font_size=13))
+    return fig
+
+
+def block_sparse_figure(doc: Dict[str, Any]):
+    """Speed-up of the block-sparse kernel over its full layout against tile density, per n
+    and pattern, with the ideal ``1 / tile density`` and FlexAttention's speed-up on the
+    same masks where it was measured."""
+    import plotly.graph_objects as go
+
+    rows = doc["rows"]
+    fig = go.Figure()
+    for n in sorted({r["n"] for r in rows}):
+        for pattern in sorted({r["pattern"] for r in rows}):
+            rs = sorted((r for r in rows if r["n"] == n and r["pattern"] == pattern),
+                        key=lambda r: r["tile_density"])
+            if not rs:
+                continue
+            x = [r["tile_density"] for r in rs]
+            fig.add_trace(go.Scatter(x=x, y=[r["speedup"] for r in rs], mode="lines+markers",
+                                     name=f"block-sparse Triton, {pattern}, n={n}"))
+            if any("flex_speedup" in r for r in rs):
+                fig.add_trace(go.Scatter(x=x, y=[r.get("flex_speedup") for r in rs], mode="lines+markers",
+                                         line_dash="dash", name=f"FlexAttention, {pattern}, n={n}"))
+    dens = sorted({r["tile_density"] for r in rows})
+    fig.add_trace(go.Scatter(x=dens, y=[1 / x for x in dens], mode="lines", line_dash="dot",
+                             line_color="gray", name="ideal 1 / tile density"))
+    cfg = doc.get("config", {})
+    fig.update_layout(
+        height=380, title=dict(text=f"{document_label(doc)}<br>speed-up over the full layout, "
+                                    f"{cfg.get('dtype')}, d={cfg.get('d')}, tiles {cfg.get('block_q')}"
+                                    f"x{cfg.get('block_k')}", font_size=13),
+        xaxis=dict(type="log", title="tile density (fraction of tiles computed)"),
+        yaxis=dict(type="log", title="speed-up (time full / time sparse)"))
+    return fig

@@ -1,0 +1,117 @@
+"""The GPU measurement pipeline, run on the CPU: ``bash scripts/gpu-bench.sh --dry-run DIR``.
+
+Every step runs (Triton's interpreter, tiny shapes), writes its JSON document with the
+schema and a kind, never aborts on a missed goal or a failed point, and the loaders and
+figure builders the chapters use read the output. Plus the loaders' behaviour on files
+that are not benchmark documents, and the timing helpers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import warnings
+from pathlib import Path
+
+import pytest
+
+from attn_edu import bench, profiling
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def dry_run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu_bench_dry_run")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    res = subprocess.run(["bash", "scripts/gpu-bench.sh", "--dry-run", str(out)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    return out, res
+
+
+def test_dry_run_runs_every_step_and_records_failures(dry_run_dir):
+    out, res = dry_run_dir
+    log = (out / "gpu-bench.log").read_text().splitlines()
+    # every step ran although the goals miss (n = 256 on a CPU) and a backend fails
+    assert [line.split(" exit=")[0] for line in log] == [
+        "goals (ratios measured side by side)", "sweep d=16", "causal sweep",
+        "block-sparse kernel vs dense and FlexAttention",
+        "decoding (L_q = 1): split-KV Triton kernel vs SDPA over the KV-cache length"], \
+        res.stdout[-3000:] + res.stderr[-3000:]
+    assert "Traceback" not in res.stdout + res.stderr, res.stderr[-3000:]
+    assert res.returncode == 1  # a step reported a missed goal / failed point
+    names = sorted(p.name for p in out.glob("*.json"))
+    assert names == ["block_sparse_dry-run-cpu.json", "goals_dry-run-cpu.json",
+                     "gpu_dry-run-cpu_d16.json", "gpu_dry-run-cpu_d16_causal.json"]
+    for doc in bench.load_results(out):
+        assert doc["schema"] == bench.SCHEMA and doc["kind"] in bench.KINDS
+        assert doc["dry_run"] is True and doc["device"]["kind"] == "cpu"
+    (decode,) = bench.load_results(out / "decode")
+    assert decode["kind"] == "decode" and all("median_ms" in r for r in decode["results"])
+    goals = bench.load_results(out, kind="goals")[0]["goals"]
+    missed = [g for g in goals if g["passed"] is False]
+    assert missed and all(g["measured"] is not None for g in missed)  # recorded, with the value
+    gpu_goals = [g for g in goals if g["goal"] in ("triton_over_sdpa_flash_tflops",
+                                                   "causal_over_noncausal_time")]
+    assert len(gpu_goals) == 2 and all("DRY RUN" in g["note"] for g in gpu_goals)
+    sweep = bench.load_results(out / "gpu_dry-run-cpu_d16.json")[0]
+    failed = [r for r in sweep["results"] if "error" in r]
+    assert {r["impl"] for r in failed} == {"torch_sdpa_efficient"}  # CUDA-only backend
+    assert all(r["reason"] == "error" for r in failed)
+    timed = {r["impl"] for r in sweep["results"] if "median_ms" in r}
+    assert {"triton", "torch_sdpa_flash", "torch_naive", "torch_flash"} <= timed
+
+
+def test_chapter_loaders_and_figures_read_the_dry_run(dry_run_dir, monkeypatch):
+    out, _ = dry_run_dir
+    assert bench.recorded_results("cuda", data_dir=out) == []  # never a GPU number
+    sweeps = bench.recorded_results("cpu", data_dir=out)
+    assert len(sweeps) == 2 and all(d["kind"] == "sweep" for d in sweeps)
+    monkeypatch.setenv("ATTN_EDU_BENCH_DATA", str(out))  # how a chapter is pointed at it
+    (sparse,) = bench.recorded_results(what="block_sparse")
+    for doc in sweeps:
+        fig = bench.recorded_sweep_figure(doc)
+        impls = {r["impl"] for r in doc["results"] if "median_ms" in r}
+        assert "DRY RUN" in fig.layout.title.text and {t.name for t in fig.data} == impls
+    fig = bench.block_sparse_figure(sparse)
+    assert "DRY RUN" in fig.layout.title.text
+    assert any("ideal" in t.name for t in fig.data) and any("Triton" in t.name for t in fig.data)
+
+
+def test_unknown_files_are_skipped_with_a_warning_or_named_in_the_error(tmp_path):
+    (tmp_path / "old_block_sparse.json").write_text(json.dumps({"meta": {}, "rows": []}))
+    (tmp_path / "broken.json").write_text("{not json")
+    (tmp_path / "future.json").write_text(json.dumps({"schema": bench.SCHEMA, "kind": "flux"}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert bench.recorded_results(data_dir=tmp_path) == []
+    text = " ".join(str(w.message) for w in caught)
+    assert all(name in text for name in ("old_block_sparse.json", "broken.json", "future.json"))
+    for name, words in (("old_block_sparse.json", "schema"), ("broken.json", "JSON"),
+                        ("future.json", "unknown kind")):
+        with pytest.raises(ValueError, match=words) as err:
+            bench.load_results(tmp_path / name)
+        assert name in str(err.value)
+
+
+def test_the_packaged_documents_load_as_sweeps():
+    docs = bench.recorded_results()
+    assert docs and all(d["kind"] == "sweep" for d in docs)
+
+
+def test_interleaved_timing_gives_a_median_per_function():
+    calls = []
+    t = profiling.time_interleaved_ms({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                                      repeat=3, warmup=1)
+    assert calls == ["a", "b"] * 4  # one warm-up round, then a, b, a, b, ...
+    assert set(t) == {"a", "b"} and all(x.repeat == 3 and x.min_ms <= x.median_ms for x in t.values())
+    with pytest.raises(TypeError):
+        profiling.time_interleaved_ms({})
+
+
+def test_out_of_memory_is_a_reason_of_its_own():
+    assert bench.failure_reason(RuntimeError("CUDA out of memory. Tried to allocate 8.00 GiB")) \
+        == "out_of_memory"
+    assert bench.failure_reason(MemoryError()) == "out_of_memory"
+    assert bench.failure_reason(RuntimeError("No viable backend")) == "error"
