@@ -136,3 +136,24 @@ def test_block_sparse_refuses_bfloat16_before_compute_capability_8(monkeypatch):
     msg = str(err.value)
     assert "bfloat16" in msg and "7.5" in msg and "8.0" in msg and "float16" in msg
     assert msg == "block_sparse_attention: " + cuda_dtype_problem("bfloat16", (7, 5))
+
+
+def test_recorded_report_matches_the_kernels_configurations():
+    # the committed report (chapter 10's table) covers exactly what a launch can use now;
+    # regenerate it with python -m attn_edu.kernels.report --json <RECORDED> after a change
+    from attn_edu.kernels import report
+
+    rows = report.recorded_report()
+    assert rows and not any(r["problems"] for r in rows)
+    got = {(r["kernel"], r["target"], r["d"], r["block_m"], r["block_n"], r["num_warps"],
+            r["num_stages"]) for r in rows}
+    caps = {t: divmod(spec.capability, 10) for t, spec in _targets.TARGETS.items()}
+    want = set()
+    for mod in (ft, bst):
+        for k in mod.aot_kernels():
+            for t, cap in caps.items():
+                for d in (64, 128):
+                    want |= {(k.name, t, d, *c) for c in k.configs(cap, d)}
+    assert got == want
+    fwd = {r["target"]: r["matrix"] for r in report.recorded_report("forward")}
+    assert fwd == {"sm_75": "fma", "sm_80": "mma.sync", "sm_90a": "wgmma"}
