@@ -8,8 +8,8 @@ Three kinds of numbers, kept apart on purpose:
 * **counted** -- :func:`attention_flops`, :func:`projection_flops` (matmul FLOPs, one
   multiply-add = 2 FLOPs, the convention of PyTorch, Triton and FlashAttention
   benchmarks);
-* **modelled** -- :func:`naive_hbm_bytes`, :func:`tiled_hbm_bytes` and
-  :func:`tiled_hbm_bytes_bound`: bytes moved between slow memory (a GPU's HBM, a CPU's
+* **modelled** -- :func:`attention_peak_bytes` (extra memory of a call), and
+  :func:`naive_hbm_bytes`, :func:`tiled_hbm_bytes` and :func:`tiled_hbm_bytes_bound`: bytes moved between slow memory (a GPU's HBM, a CPU's
   DRAM) and fast memory (SRAM, cache) by the standard and the tiled algorithm
   (FlashAttention, Dao et al. 2022, Algorithm 0 and Theorem 2).
 
@@ -59,6 +59,7 @@ __all__ = [
     "tflops",
     "naive_hbm_bytes",
     "tiled_hbm_bytes",
+    "attention_peak_bytes",
     "tiled_hbm_bytes_bound",
 ]
 
@@ -415,6 +416,24 @@ def naive_hbm_bytes(n: int, d: int, itemsize: int = 4, batch: int = 1, heads: in
     dv = d if dv is None else check_positive_int("dv", dv)
     s, bh = check_positive_int("itemsize", itemsize), check_positive_int("batch", batch) * check_positive_int("heads", heads)
     return s * bh * (4 * n * lk + n * d + lk * d + lk * dv + n * dv)
+
+
+def attention_peak_bytes(n: int, d: int, itemsize: int = 2, batch: int = 1, heads: int = 1,
+                         tiled: bool = False) -> int:
+    r"""Model of the extra memory one attention forward allocates above its inputs, in bytes.
+
+    From the tensors each algorithm allocates (``s`` = ``itemsize``, :math:`L_q = L_k = n`,
+    :math:`d_v = d`): the naive one keeps the scores :math:`S` and the weights :math:`P`
+    alive at once next to its output, :math:`s\,BH(2n^2 + nd)`; the tiled one (chapter
+    09's loop, the Triton kernel, SDPA's fused backends) only its output and a float32
+    log-sum-exp per row, :math:`s\,BH\,nd + 4BHn`. Chapter 10 measures both on a GPU
+    (a real naive call may hold a third temporary, e.g. NumPy's ``exp``); chapter 08 draws
+    the model against the memory of common GPUs.
+    """
+    n, d = check_positive_int("n", n), check_positive_int("d", d)
+    s, bh = check_positive_int("itemsize", itemsize), check_positive_int("batch", batch) * check_positive_int("heads", heads)
+    out = s * bh * n * d
+    return out + 4 * bh * n if tiled else out + 2 * s * bh * n * n
 
 
 def tiled_hbm_bytes(n: int, d: int, block_q: int, block_k: int, itemsize: int = 4,

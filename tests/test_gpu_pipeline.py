@@ -147,3 +147,31 @@ def test_chapter_11_draws_recorded_block_sparse_runs(dry_run_dir):
                         f"import os\nos.environ['ATTN_EDU_BENCH_DATA'] = {str(out)!r}")
     assert "DRY RUN on the CPU, not GPU numbers" in text
     assert "No block-sparse run has been recorded on a GPU yet" in text
+
+
+def test_published_numbers_are_cited_and_the_roofline_is_a_model():
+    for p in bench.PUBLISHED:
+        assert p["cite"] in (ROOT / "book" / "references.bib").read_text() and p["quote"]
+        assert p["tflops"] < bench.GPU_SPECS[p["gpu"]]["tflops"]  # below the peak
+    # naive attention is memory-bound (I ~ d / 2 FLOP/B in 16-bit), a tiled kernel is not
+    h100 = bench.GPU_SPECS["H100 SXM"]
+    naive = bench.roofline_tflops(16384, 64, "H100 SXM", tiled=False)
+    assert naive == pytest.approx(h100["tb_per_s"] * 64 / 2, rel=0.02)
+    assert bench.roofline_tflops(16384, 64, "H100 SXM") == h100["tflops"]
+    assert bench.roofline_tflops(128, 64, "H100 SXM") == pytest.approx(128 / 2 * h100["tb_per_s"])
+    fig = bench.landscape_figure()
+    assert sum("published" in (t.name or "") for t in fig.data) == len(bench.PUBLISHED)
+
+
+def test_landscape_refuses_cpu_documents(dry_run_dir):
+    out, _ = dry_run_dir
+    with pytest.raises(ValueError, match="GPU measurements only"):
+        bench.landscape_figure(bench.recorded_results("cpu", data_dir=out))
+
+
+def test_memory_model_matches_the_tensors_allocated():
+    # naive: S and P (n x n each) + output; tiled: output + float32 lse
+    assert profiling.attention_peak_bytes(1000, 64, 2, 4, 16) == 2 * 4 * 16 * (2 * 1000**2 + 1000 * 64)
+    assert profiling.attention_peak_bytes(1000, 64, 2, 4, 16, tiled=True) == 4 * 16 * 1000 * (2 * 64 + 4)
+    fig = bench.memory_model_figure()
+    assert len(fig.data) == 2 + len(bench.GPU_SPECS)

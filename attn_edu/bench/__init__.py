@@ -35,23 +35,25 @@ One module per part, all reachable from here (``attn_edu.bench.X``):
 * ``attn_edu.bench.goals`` -- the goals, as ratios measured side by side;
 * ``attn_edu.bench.block_sparse`` -- the block-sparse kernel against FlexAttention;
 * ``attn_edu.bench.decode`` -- one decoding step (``L_q = 1``) over a KV cache (chapter 13);
+* ``attn_edu.bench.published`` -- published GPU numbers (cited) and the roofline model;
 * ``attn_edu.bench.figures`` -- figures of recorded documents, labelled with the device;
 * ``attn_edu.bench.cli`` -- the command line.
 """
 from __future__ import annotations
 
-from . import block_sparse, cli, decode, env, figures, goals, registry, sweep
+from . import block_sparse, cli, decode, env, figures, goals, published, registry, sweep
 from .block_sparse import *  # noqa: F401,F403  (each module's __all__)
 from .decode import *  # noqa: F401,F403
 from .cli import *  # noqa: F401,F403
 from .env import *  # noqa: F401,F403
 from .figures import *  # noqa: F401,F403
 from .goals import *  # noqa: F401,F403
+from .published import *  # noqa: F401,F403
 from .registry import *  # noqa: F401,F403
 from .sweep import *  # noqa: F401,F403
 
 __all__ = (registry.__all__ + env.__all__ + sweep.__all__ + goals.__all__
-           + block_sparse.__all__ + decode.__all__ + figures.__all__ + cli.__all__)
+           + block_sparse.__all__ + decode.__all__ + published.__all__ + figures.__all__ + cli.__all__)
 
 # Data is documented where the API page reads it, the package (functions and classes
 # carry their docstrings along; a constant does not).
@@ -61,6 +63,10 @@ REGISTRY = registry.REGISTRY
 SCHEMA = sweep.SCHEMA
 #: What a document holds, its ``"kind"`` (``attn_edu.bench.sweep``).
 KINDS = sweep.KINDS
+#: Vendor peak figures of the H100, A100 and T4 (``attn_edu.bench.published``).
+GPU_SPECS = published.GPU_SPECS
+#: Published FlashAttention-2/-3 throughput, with citations (``attn_edu.bench.published``).
+PUBLISHED = published.PUBLISHED
 #: The GPU goals' tiny shapes in a dry run on the CPU (``attn_edu.bench.goals``).
 DRY_RUN_GPU_GOALS = goals.DRY_RUN_GPU_GOALS
 #: Where the recorded sweeps live, ``attn_edu/data/bench/`` (``attn_edu.bench.sweep``).

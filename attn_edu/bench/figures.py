@@ -5,15 +5,21 @@
 with the ideal ``1 / density``). The title always names the device and says CPU or
 GPU; a document from ``bash scripts/gpu-bench.sh --dry-run`` says DRY RUN, so a CPU
 number is never shown as a GPU one. Chapters 10 and 11 draw the recorded files with
-them; the CI test of the dry run builds them from its output.
+them; the CI test of the dry run builds them from its output. :func:`landscape_figure`
+draws published GPU numbers (labelled "published") against the roofline, and
+:func:`memory_model_figure` the modelled peak memory of naive and tiled attention
+against the memory of common GPUs.
 """
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Iterable, Optional, Sequence
 
+from .. import profiling
+from .published import GPU_SPECS, PUBLISHED, roofline_tflops
 from .sweep import results_rows
 
-__all__ = ["document_label", "recorded_sweep_figure", "block_sparse_figure"]
+__all__ = ["document_label", "recorded_sweep_figure", "block_sparse_figure", "landscape_figure",
+           "memory_model_figure"]
 
 
 def document_label(doc: Dict[str, Any]) -> str:
@@ -87,4 +93,71 @@ def block_sparse_figure(doc: Dict[str, Any]):
                                     f"x{cfg.get('block_k')}", font_size=13),
         xaxis=dict(type="log", title="tile density (fraction of tiles computed)"),
         yaxis=dict(type="log", title="speed-up (time full / time sparse)"))
+    return fig
+
+
+def landscape_figure(recorded: Optional[Iterable[Dict[str, Any]]] = None, d: int = 128,
+                     ns: Sequence[int] = (512, 1024, 2048, 4096, 8192, 16384)):
+    """Attention forward TFLOP/s on A100 and H100: the roofline bound of naive and tiled
+    attention (:func:`attn_edu.bench.roofline_tflops`), the peak, and the published
+    FlashAttention-2/-3 numbers (markers labelled "published", with their citation).
+    ``recorded``: GPU sweep documents (``recorded_results("cuda")``), drawn with their
+    device label; CPU documents are refused."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    colors = {"H100 SXM": "#4c78a8", "A100 SXM": "#f58518"}
+    for gpu, color in colors.items():
+        peak = GPU_SPECS[gpu]["tflops"]
+        fig.add_trace(go.Scatter(x=list(ns), y=[peak] * len(ns), mode="lines", line=dict(color=color),
+                                 name=f"{gpu}: peak {peak:.0f} TFLOP/s (datasheet)"))
+        for tiled, dash in ((True, "dash"), (False, "dot")):
+            fig.add_trace(go.Scatter(
+                x=list(ns), y=[roofline_tflops(n, d, gpu, tiled=tiled) for n in ns], mode="lines",
+                line=dict(color=color, dash=dash),
+                name=f"{gpu}: roofline, {'tiled (Q, K, V, O once)' if tiled else 'naive (n x n via HBM)'}"))
+    for p in PUBLISHED:
+        fig.add_trace(go.Scatter(
+            x=[max(ns)], y=[p["tflops"]], mode="markers+text", text=[f"{p['impl']} (published)"],
+            textposition="middle left", marker=dict(size=11, symbol="diamond", color=colors[p["gpu"]]),
+            name=f"{p['impl']} on {p['gpu']}, published: {p['tflops']:.0f} [{p['cite']}]",
+            hovertext=p["quote"]))
+    for doc in recorded or []:
+        if doc.get("device", {}).get("kind") != "cuda" or doc.get("dry_run"):
+            raise ValueError(f"landscape_figure draws GPU measurements only; got {document_label(doc)}")
+        for impl in sorted({r["impl"] for r in doc["results"] if r.get("tflops")}):
+            rs = sorted((r for r in doc["results"] if r["impl"] == impl and r.get("tflops")),
+                        key=lambda r: r["n"])
+            fig.add_trace(go.Scatter(x=[r["n"] for r in rs], y=[r["tflops"] for r in rs],
+                                     mode="lines+markers", name=f"{impl}, measured: {document_label(doc)}"))
+    fig.update_layout(
+        height=480, legend=dict(font_size=10),
+        title=dict(text=f"Attention forward on GPUs, d = {d}, 16-bit: models and published numbers "
+                        "(none measured here)", font_size=13),
+        xaxis=dict(type="log", title="sequence length n", tickvals=list(ns)),
+        yaxis=dict(type="log", title="TFLOP/s (4n²d per head / time)"))
+    return fig
+
+
+def memory_model_figure(batch: int = 4, heads: int = 16, d: int = 64, itemsize: int = 2,
+                        ns: Sequence[int] = (1024, 2048, 4096, 8192, 16384, 32768)):
+    """Modelled extra memory of one attention forward (:func:`attn_edu.profiling.attention_peak_bytes`),
+    naive against tiled, with the memory of a T4, an A100 and an H100 as horizontal lines."""
+    import plotly.graph_objects as go
+
+    gib = 2.0 ** 30
+    fig = go.Figure()
+    for tiled, name in ((False, "naive: S and P alive (2 n x n per head)"),
+                        (True, "tiled: output + log-sum-exp")):
+        fig.add_trace(go.Scatter(
+            x=list(ns), y=[profiling.attention_peak_bytes(n, d, itemsize, batch, heads, tiled=tiled) / gib
+                           for n in ns], mode="lines+markers", name=name))
+    for gpu, spec in GPU_SPECS.items():
+        fig.add_trace(go.Scatter(x=list(ns), y=[spec["memory_gb"] * 1e9 / gib] * len(ns), mode="lines",
+                                 line=dict(dash="dot", color="gray"), name=f"{gpu}: {spec['memory_gb']} GB"))
+    fig.update_layout(
+        height=400, title=dict(text=f"Extra memory of one forward (model): B={batch}, H={heads}, d={d}, "
+                                    f"{8 * itemsize}-bit", font_size=13),
+        xaxis=dict(type="log", title="sequence length n", tickvals=list(ns)),
+        yaxis=dict(type="log", title="GiB above the inputs"))
     return fig
