@@ -40,11 +40,16 @@ from . import _interpret
 from ._shared import AotKernel
 from ._targets import TARGETS
 
-__all__ = ["KERNEL_MODULES", "RECORDED", "kernels", "compile_kernel", "run_report", "problems",
+__all__ = ["KERNEL_MODULES", "SPEC_MODULES", "SPEC_KERNELS", "RECORDED", "kernels", "compile_kernel", "run_report", "problems",
            "recorded_report", "main"]
 
 #: Modules whose ``aot_kernels()`` the report compiles (add new kernel files here).
 KERNEL_MODULES = ["attn_edu.kernels.flash_triton", "attn_edu.kernels.block_sparse_triton"]
+#: Modules that list their kernels with ``compile_specs(arch, dtype, head_dim)`` instead
+#: (one configuration per target, the one their launcher picks).
+SPEC_MODULES = ["attn_edu.kernels.decode_triton"]
+#: The names their kernels get in the report (``--kernels`` accepts them).
+SPEC_KERNELS = ("decode_split_kernel", "decode_reduce_kernel")
 #: The full report as committed (``python -m attn_edu.kernels.report --json`` this file):
 #: chapter 10 reads it, so the page builds without compiling anything.
 RECORDED = Path(__file__).resolve().parent.parent / "data" / "kernels" / "compile_report.json"
@@ -60,7 +65,9 @@ def kernels(names: Optional[Iterable[str]] = None) -> List[AotKernel]:
     if names is None:
         return found
     names = list(names)
-    unknown = sorted(set(names) - {k.name for k in found})
+    if not names:
+        return []
+    unknown = sorted(set(names) - {k.name for k in found} - set(SPEC_KERNELS))
     if unknown:
         raise ValueError(f"unknown kernel(s) {', '.join(unknown)}; known: "
                          f"{', '.join(k.name for k in found)}")
@@ -124,28 +131,54 @@ def matrix_instructions(ptx: str) -> str:
     return "fma"
 
 
-def compile_kernel(kernel: AotKernel, target: str, config, d: int, dtype: str) -> Dict[str, Any]:
-    """Compile one kernel for one target, configuration, head dim and dtype; return its row
-    (``shared``, ``shared_limit``, ``registers``, ``spill_bytes``, ``matrix``, ``tma``,
-    ``seconds``, and ``ttir``/``ptx`` texts under ``"asm"``)."""
+def _compile(src, target: str, options: Dict[str, int], row: Dict[str, Any]) -> Dict[str, Any]:
     import triton
     from triton.backends.compiler import GPUTarget
 
     spec = TARGETS[target]
-    cc = spec.capability
-    bm, bn, warps, stages = config
     t0 = time.perf_counter()
-    compiled = triton.compile(_source(kernel, d, dtype, config), target=GPUTarget("cuda", cc, 32),
-                              options=dict(num_warps=warps, num_stages=stages))
+    compiled = triton.compile(src, target=GPUTarget("cuda", spec.capability, 32), options=options)
     ptx = compiled.asm["ptx"]
-    usage = _ptxas_usage(ptx, target, cc)
-    return {"kernel": kernel.name, "target": target, "d": d, "dtype": dtype, "block_m": bm,
-            "block_n": bn, "num_warps": warps, "num_stages": stages,
-            "shared": int(compiled.metadata.shared), "shared_limit": spec.shared_memory,
-            **usage, "matrix": matrix_instructions(ptx),
-            "tma": bool(re.search(r"cp\.async\.bulk\.tensor", ptx)),
+    return {**row, "target": target, "num_warps": options["num_warps"],
+            "num_stages": options["num_stages"], "shared": int(compiled.metadata.shared),
+            "shared_limit": spec.shared_memory, **_ptxas_usage(ptx, target, spec.capability),
+            "matrix": matrix_instructions(ptx), "tma": bool(re.search(r"cp\.async\.bulk\.tensor", ptx)),
             "seconds": round(time.perf_counter() - t0, 2),
             "asm": {"ttir": compiled.asm["ttir"], "ptx": ptx}}
+
+
+def compile_kernel(kernel: AotKernel, target: str, config, d: int, dtype: str) -> Dict[str, Any]:
+    """Compile one kernel for one target, configuration, head dim and dtype; return its row
+    (``shared``, ``shared_limit``, ``registers``, ``spill_bytes``, ``matrix``, ``tma``,
+    ``seconds``, and ``ttir``/``ptx`` texts under ``"asm"``)."""
+    bm, bn, warps, stages = config
+    return _compile(_source(kernel, d, dtype, config), target, dict(num_warps=warps, num_stages=stages),
+                    {"kernel": kernel.name, "d": d, "dtype": dtype, "block_m": bm, "block_n": bn})
+
+
+def _spec_rows(target: str, dtype: str, d: int, names: Optional[List[str]]) -> List[Dict[str, Any]]:
+    """Rows of the kernels a module lists with ``compile_specs(arch, dtype, head_dim)`` (the
+    decode kernel of chapter 13: the configuration its launcher picks for the target)."""
+    from triton.compiler import ASTSource
+
+    rows = []
+    for mod in SPEC_MODULES:
+        module = importlib.import_module(mod)
+        prefix = mod.rsplit(".", 1)[1].replace("_triton", "")
+        for spec in module.compile_specs(target, dtype, d):
+            name = f"{prefix}{spec['name'].split('[')[0]}"  # e.g. decode_split_kernel
+            if names is not None and name not in names:
+                continue
+            src = ASTSource(fn=spec["fn"], signature=spec["signature"], constexprs=spec["constexprs"],
+                            attrs=spec["attrs"])
+            consts = spec["constexprs"]
+            row = _compile(src, target, spec["options"], {
+                "kernel": name, "d": d, "dtype": dtype, "block_m": consts.get("BLOCK_M", consts.get("BLOCK_S", 0)),
+                "block_n": consts.get("BLOCK_N", 0)})
+            row.pop("asm")
+            row["problems"] = problems(row, needs_wgmma=False)  # L_q = 1: too few rows for wgmma
+            rows.append(row)
+    return rows
 
 
 def problems(row: Dict[str, Any], needs_wgmma: bool = True) -> List[str]:
@@ -174,6 +207,15 @@ def _fallbacks(group: List[Dict[str, Any]]) -> None:
                 row["note"] = "does not fit: skipped at launch (another configuration fits)"
 
 
+def _print_row(row: Dict[str, Any], stream) -> None:
+    print(f"{row['kernel']:22s} {row['target']:6s} {row['d']:3d} {row['dtype']:8s} {row['block_m']:4d} "
+          f"{row['block_n']:4d} {row['num_warps']:2d} {row['num_stages']:2d} "
+          f"{row['shared'] / 1024:7.1f}/{row['shared_limit'] / 1024:<8.0f} "
+          f"{row['registers']:4d} {row['spill_bytes']:5d} {row['matrix']:8s} "
+          f"{'yes' if row['tma'] else 'no':3s} {row['seconds']:5.1f}  "
+          f"{'; '.join(row['problems']) or row.get('note', 'ok')}", file=stream, flush=True)
+
+
 def run_report(targets: Sequence[str] = ("sm_75", "sm_80", "sm_90a"), ds: Sequence[int] = (64, 128),
                kernel_names: Optional[Iterable[str]] = None, dtypes: Optional[Sequence[str]] = None,
                configs: Optional[int] = None, stream=sys.stdout) -> List[Dict[str, Any]]:
@@ -188,7 +230,15 @@ def run_report(targets: Sequence[str] = ("sm_75", "sm_80", "sm_90a"), ds: Sequen
             f"{'s':>2s} {'shared/limit KiB':>16s} {'regs':>4s} {'spill':>5s} {'matrix':8s} {'tma':3s} "
             f"{'sec':>5s}  problems")
     print(head, file=stream)
-    for kernel in kernels(kernel_names):
+    names = list(kernel_names) if kernel_names is not None else None
+    own = kernels([n for n in names if n not in SPEC_KERNELS] if names is not None else None)
+    spec_groups = []
+    if names is None or set(names) & set(SPEC_KERNELS):
+        for target in targets:
+            for dtype in (dtypes or _half_dtypes(target)):
+                for d in ds:
+                    spec_groups.append(_spec_rows(target, dtype, d, names))
+    for kernel in own:
         for target in targets:
             for dtype in (dtypes or _half_dtypes(target)):
                 for d in ds:
@@ -202,13 +252,11 @@ def run_report(targets: Sequence[str] = ("sm_75", "sm_80", "sm_90a"), ds: Sequen
                     _fallbacks(group)
                     rows += group
                     for row in group:
-                        print(f"{row['kernel']:22s} {target:6s} {d:3d} {dtype:8s} {row['block_m']:4d} "
-                              f"{row['block_n']:4d} {row['num_warps']:2d} {row['num_stages']:2d} "
-                              f"{row['shared'] / 1024:7.1f}/{row['shared_limit'] / 1024:<8.0f} "
-                              f"{row['registers']:4d} {row['spill_bytes']:5d} {row['matrix']:8s} "
-                              f"{'yes' if row['tma'] else 'no':3s} {row['seconds']:5.1f}  "
-                              f"{'; '.join(row['problems']) or row.get('note', 'ok')}",
-                              file=stream, flush=True)
+                        _print_row(row, stream)
+    for group in spec_groups:
+        rows += group
+        for row in group:
+            _print_row(row, stream)
     return rows
 
 
