@@ -134,7 +134,7 @@ def landscape_figure(recorded: Optional[Iterable[Dict[str, Any]]] = None, d: int
         height=480, legend=dict(font_size=10),
         title=dict(text=f"Attention forward on GPUs, d = {d}, 16-bit: models and published numbers "
                         "(none measured here)", font_size=13),
-        xaxis=dict(type="log", title="sequence length n", tickvals=list(ns)),
+        xaxis=dict(type="log", title="sequence length n", tickvals=list(ns), ticktext=[str(n) for n in ns]),
         yaxis=dict(type="log", title="TFLOP/s (4n²d per head / time)"))
     return fig
 
@@ -152,12 +152,15 @@ def memory_model_figure(batch: int = 4, heads: int = 16, d: int = 64, itemsize: 
         fig.add_trace(go.Scatter(
             x=list(ns), y=[profiling.attention_peak_bytes(n, d, itemsize, batch, heads, tiled=tiled) / gib
                            for n in ns], mode="lines+markers", name=name))
+    by_memory: Dict[int, list] = {}
     for gpu, spec in GPU_SPECS.items():
-        fig.add_trace(go.Scatter(x=list(ns), y=[spec["memory_gb"] * 1e9 / gib] * len(ns), mode="lines",
-                                 line=dict(dash="dot", color="gray"), name=f"{gpu}: {spec['memory_gb']} GB"))
+        by_memory.setdefault(spec["memory_gb"], []).append(gpu)
+    for gb, gpus in sorted(by_memory.items()):
+        fig.add_trace(go.Scatter(x=list(ns), y=[gb * 1e9 / gib] * len(ns), mode="lines",
+                                 line=dict(dash="dot", color="gray"), name=f"{' / '.join(gpus)}: {gb} GB"))
     fig.update_layout(
         height=400, title=dict(text=f"Extra memory of one forward (model): B={batch}, H={heads}, d={d}, "
                                     f"{8 * itemsize}-bit", font_size=13),
-        xaxis=dict(type="log", title="sequence length n", tickvals=list(ns)),
+        xaxis=dict(type="log", title="sequence length n", tickvals=list(ns), ticktext=[str(n) for n in ns]),
         yaxis=dict(type="log", title="GiB above the inputs"))
     return fig
