@@ -175,3 +175,34 @@ def test_memory_model_matches_the_tensors_allocated():
     assert profiling.attention_peak_bytes(1000, 64, 2, 4, 16, tiled=True) == 4 * 16 * 1000 * (2 * 64 + 4)
     fig = bench.memory_model_figure()
     assert len(fig.data) == 2 + len({g["memory_gb"] for g in bench.GPU_SPECS.values()})
+
+
+def test_cuda_event_timing_path_with_a_cpu_stand_in(monkeypatch):
+    # the GPU branch of the timer (events recorded around each call, read after one final
+    # synchronisation), run with a stand-in Event that reads the CPU clock
+    import time
+
+    import torch
+
+    class StandInEvent:
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+            self.t = None
+
+        def record(self):
+            self.t = time.perf_counter()
+
+        def elapsed_time(self, end):
+            assert synced, "events read before torch.cuda.synchronize()"
+            return (end.t - self.t) * 1e3
+
+    synced = []
+    monkeypatch.setattr(torch.cuda, "Event", StandInEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: synced.append(True))
+    order = []
+    t = profiling.time_interleaved_ms({"slow": lambda: (order.append("s"), time.sleep(0.004)),
+                                       "fast": lambda: order.append("f")},
+                                      repeat=3, warmup=1, device="cuda")
+    assert order == ["s", "f"] * 4 and len(synced) == 2  # before and after the timed rounds
+    assert t["slow"].min_ms >= 3.5 > t["fast"].median_ms
+    assert profiling.time_ms(lambda: None, repeat=2, device="cuda").repeat == 2
