@@ -40,7 +40,8 @@ from . import _interpret
 from ._shared import AotKernel
 from ._targets import TARGETS
 
-__all__ = ["KERNEL_MODULES", "SPEC_MODULES", "SPEC_KERNELS", "RECORDED", "kernels", "compile_kernel", "run_report", "problems",
+__all__ = ["KERNEL_MODULES", "SPEC_MODULES", "SPEC_KERNELS", "RECORDED", "kernels", "compile_kernel", "run_report",
+           "format_rows", "problems",
            "recorded_report", "main"]
 
 #: Modules whose ``aot_kernels()`` the report compiles (add new kernel files here).
@@ -207,13 +208,27 @@ def _fallbacks(group: List[Dict[str, Any]]) -> None:
                 row["note"] = "does not fit: skipped at launch (another configuration fits)"
 
 
+_HEAD = (f"{'kernel':22s} {'target':6s} {'d':>3s} {'dtype':8s} {'BM':>4s} {'BN':>4s} {'w':>2s} "
+         f"{'s':>2s} {'shared/limit KiB':>16s} {'regs':>4s} {'spill':>5s} {'matrix':8s} {'tma':3s}  problems")
+
+
+def _line(row: Dict[str, Any]) -> str:
+    return (f"{row['kernel']:22s} {row['target']:6s} {row['d']:3d} {row['dtype']:8s} {row['block_m']:4d} "
+            f"{row['block_n']:4d} {row['num_warps']:2d} {row['num_stages']:2d} "
+            f"{row['shared'] / 1024:7.1f}/{row['shared_limit'] / 1024:<8.0f} "
+            f"{row['registers']:4d} {row['spill_bytes']:5d} {row['matrix']:8s} "
+            f"{'yes' if row['tma'] else 'no':3s}  {'; '.join(row['problems']) or row.get('note', 'ok')}")
+
+
+def format_rows(rows: Iterable[Dict[str, Any]]) -> str:
+    """The report's table (a header and one line per row), as ``run_report`` prints it:
+    kernel, target, d, dtype, BLOCK_M, BLOCK_N, warps, stages, shared memory / the target's
+    limit (KiB), registers per thread, spilled bytes, matrix instructions, TMA, problems."""
+    return "\n".join([_HEAD] + [_line(r) for r in rows])
+
+
 def _print_row(row: Dict[str, Any], stream) -> None:
-    print(f"{row['kernel']:22s} {row['target']:6s} {row['d']:3d} {row['dtype']:8s} {row['block_m']:4d} "
-          f"{row['block_n']:4d} {row['num_warps']:2d} {row['num_stages']:2d} "
-          f"{row['shared'] / 1024:7.1f}/{row['shared_limit'] / 1024:<8.0f} "
-          f"{row['registers']:4d} {row['spill_bytes']:5d} {row['matrix']:8s} "
-          f"{'yes' if row['tma'] else 'no':3s} {row['seconds']:5.1f}  "
-          f"{'; '.join(row['problems']) or row.get('note', 'ok')}", file=stream, flush=True)
+    print(_line(row), file=stream, flush=True)
 
 
 def run_report(targets: Sequence[str] = ("sm_75", "sm_80", "sm_90a"), ds: Sequence[int] = (64, 128),
@@ -226,10 +241,7 @@ def run_report(targets: Sequence[str] = ("sm_75", "sm_80", "sm_90a"), ds: Sequen
         if t not in TARGETS:
             raise ValueError(f"unknown target {t!r}; known: {', '.join(TARGETS)}")
     rows = []
-    head = (f"{'kernel':22s} {'target':6s} {'d':>3s} {'dtype':8s} {'BM':>4s} {'BN':>4s} {'w':>2s} "
-            f"{'s':>2s} {'shared/limit KiB':>16s} {'regs':>4s} {'spill':>5s} {'matrix':8s} {'tma':3s} "
-            f"{'sec':>5s}  problems")
-    print(head, file=stream)
+    print(_HEAD, file=stream)
     names = list(kernel_names) if kernel_names is not None else None
     own = kernels([n for n in names if n not in SPEC_KERNELS] if names is not None else None)
     spec_groups = []
