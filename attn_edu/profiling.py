@@ -286,14 +286,14 @@ def time_ms(fn: Callable, *args: Any, repeat: int = 5, warmup: int = 1, device: 
 
 def best_interleaved_ms(calls: Dict[Any, Callable[[], Any]], rounds: int = 3,
                         repeat: Union[int, Callable[[Any], int]] = 1, warmup: int = 1) -> Dict[Any, float]:
-    """The best wall time in ms of every zero-argument callable in ``calls``, by key.
+    """The best time in ms of one call of every zero-argument callable in ``calls``, by key.
 
-    Runs ``rounds`` rounds; each round calls every entry ``warmup`` times untimed and then
-    ``repeat`` timed times (``repeat`` may be a function of the key, e.g. more runs for
-    cheap calls), entry after entry. Interleaving means a busy second on a shared machine
-    slows one run of each entry instead of all runs of one entry, and a neighbour only
-    ever makes a run slower, so the minimum over all runs is the estimate. CPU only (no
-    CUDA synchronisation; use :func:`time_ms` with tensors on a GPU). Chapter 12 uses it.
+    :func:`time_interleaved_ms` on the CPU, with each entry run ``repeat`` times per round
+    (``repeat`` may be a function of the key, e.g. more runs for cheap calls): ``warmup``
+    untimed rounds, then ``rounds`` timed rounds, entry after entry. A busy second on a shared
+    machine slows one round of each entry instead of all rounds of one entry, and a neighbour
+    only ever makes a round slower, so the fastest round (divided by ``repeat``) is the
+    estimate. Chapters 11 and 12 use it; on a GPU use :func:`time_interleaved_ms` (CUDA events).
     """
     if not isinstance(calls, dict) or not calls:
         raise ValueError(f"calls must be a non-empty dict of zero-argument callables; got {calls!r:.80}")
@@ -301,13 +301,17 @@ def best_interleaved_ms(calls: Dict[Any, Callable[[], Any]], rounds: int = 3,
         if not callable(fn):
             raise TypeError(f"calls[{key!r}] must be callable; got {type(fn).__name__}")
     rounds = check_positive_int("rounds", rounds)
-    best: Dict[Any, float] = {}
-    for _ in range(rounds):
-        for key, fn in calls.items():
-            n = check_positive_int("repeat", repeat(key) if callable(repeat) else repeat)
-            t = time_ms(fn, repeat=n, warmup=warmup).min_ms
-            best[key] = min(best.get(key, float("inf")), t)
-    return best
+    counts = {key: check_positive_int("repeat", repeat(key) if callable(repeat) else repeat) for key in calls}
+
+    def batch(fn: Callable[[], Any], n: int) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(n):
+                fn()
+        return run
+
+    timings = time_interleaved_ms({key: batch(fn, counts[key]) for key, fn in calls.items()},
+                                  repeat=rounds, warmup=warmup, device="cpu")
+    return {key: timings[key].min_ms / counts[key] for key in calls}
 
 
 # --------------------------------------------------------------------------- FLOPs

@@ -252,15 +252,15 @@ def test_timing_survives_copy_and_pickle():
         assert u.warmup == 1
 
 
-# ------------------------------------------------- best_interleaved_ms (chapter 12, i13c)
+# ------------------------------------------------- best_interleaved_ms (chapters 11, 12)
 def test_best_interleaved_ms_calls_every_entry_in_rounds_and_keeps_the_minimum():
     from attn_edu import profiling
     order = []
     calls = {"a": lambda: order.append("a"), ("b", 2): lambda: order.append("b")}
     best = profiling.best_interleaved_ms(calls, rounds=2, repeat=lambda key: 3 if key == "a" else 1)
     assert set(best) == {"a", ("b", 2)} and all(0 <= t < 1e3 for t in best.values())
-    # per round: a warm-up + 3 timed, then b warm-up + 1 timed; two rounds, interleaved
-    assert order == (["a"] * 4 + ["b"] * 2) * 2
+    # one warm-up round, then two timed rounds; a runs 3 times per round, b once: interleaved
+    assert order == (["a"] * 3 + ["b"]) * 3
     order.clear()
     profiling.best_interleaved_ms(calls, rounds=1, repeat=2, warmup=0)
     assert order == ["a", "a", "b", "b"]
