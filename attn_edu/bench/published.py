@@ -35,7 +35,7 @@ PUBLISHED: List[Dict[str, Any]] = [
      "quote": "reaching 50-73% of the theoretical maximum FLOPs/s on A100 (the upper end drawn)"},
     {"gpu": "H100 SXM", "impl": "FlashAttention-2", "tflops": 0.35 * 989.0, "dtype": "fp16/bf16",
      "cite": "shah2024flashattention3",
-     "quote": "FlashAttention-2 achieves only 35% utilization on the H100"},
+     "quote": "with FlashAttention-2 achieving only 35% utilization on the H100 GPU"},
     {"gpu": "H100 SXM", "impl": "FlashAttention-3", "tflops": 740.0, "dtype": "fp16",
      "cite": "shah2024flashattention3",
      "quote": "with FP16 reaching up to 740 TFLOPs/s (75% utilization)"},
