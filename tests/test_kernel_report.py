@@ -82,6 +82,32 @@ def test_compile_report_subset_passes_and_uses_wgmma_on_hopper(tmp_path):
             assert r["spill_bytes"] == 0, r
 
 
+_FMA_SCRIPT = r"""
+import json, re
+from attn_edu.kernels import report
+k = report.kernels(["forward"])[0]
+cfg = k.configs((9, 0), 64)[0]
+ptx = report.compile_kernel(k, "sm_90a", cfg, 64, "bfloat16")["asm"]["ptx"]
+fma_out = set(re.findall(r"fma\.rn\.f32\s+(%\w+),", ptx))
+ex2_in = re.findall(r"ex2\.approx\S*\s+%\w+, (%\w+);", ptx)
+print(json.dumps({"config": cfg, "ex2": len(ex2_in), "fed": sum(x in fma_out for x in ex2_in)}))
+"""
+
+
+def test_forward_softmax_is_one_fma_per_score_then_exp2():
+    # p = exp2(fma(qk, qk_scale, -m)): every score's exponent comes straight from a fused
+    # multiply-add (tl.fma), also with LLVM's own contraction off (Triton 3.10's default)
+    env = dict(_compiled_env(), TRITON_DEFAULT_FP_FUSION="0")
+    res = subprocess.run([sys.executable, "-c", _FMA_SCRIPT], capture_output=True, text=True,
+                         cwd=ROOT, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    bm, bn, warps, _ = got["config"]
+    per_loop = bm * bn // (32 * warps)  # scores per thread in one tile
+    # two inner loops (unmasked, masked), each: per_loop exp2 of scores + a few alphas
+    assert got["fed"] == 2 * per_loop and got["ex2"] > got["fed"], got
+
+
 @pytest.mark.slow
 def test_full_compile_report_exits_zero():
     res = _run(["-m", "attn_edu.kernels.report"], timeout=1200)

@@ -159,21 +159,24 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs,
         else:  # head dim padded (e.g. 48 -> 64): mask the padding only
             kT = tl.load(k_ptrs + start_n * stride_kn,
                          mask=offs_dk[:, None] < HEAD_DK, other=0.0)
-        # scores in base-2 units: s * scale * log2(e)
+        # raw scores q.k; the scale (scale * log2(e) > 0) is folded in below
         qk = tl.dot(q, kT, input_precision=INPUT_PRECISION)  # (BLOCK_M, BLOCK_N)
-        qk = qk * qk_scale
         if MASKED:
             allowed = cols[None, :] < LK
             if CAUSAL:
                 allowed = allowed & (cols[None, :]
                                      <= offs_m[:, None] + CAUSAL_OFFSET)
             qk = tl.where(allowed, qk, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))  # (BLOCK_M,)
+        # m_i is in base-2 units: the row maximum of the RAW scores times qk_scale
+        # (a positive factor commutes with max), one multiply per row, not per score
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)  # (BLOCK_M,)
         if MASKED:  # rows with nothing visible yet: subtract 0 instead of -inf
             m_new_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         else:
             m_new_safe = m_new
-        p = tl.math.exp2(qk - m_new_safe[:, None])  # (BLOCK_M, BLOCK_N)
+        # p = 2^(qk * qk_scale - m): one fused multiply-add per score, then exp2
+        # (a masked -inf score gives 2^-inf = 0)
+        p = tl.math.exp2(tl.fma(qk, qk_scale, -m_new_safe[:, None]))  # (BLOCK_M, BLOCK_N)
         alpha = tl.math.exp2(m_i - m_new_safe)  # (BLOCK_M,) rescales the old sums
         l_i = l_i * alpha + tl.sum(p, 1)
         if MASKED:
@@ -693,6 +696,8 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float
         return out, lse
     if LK == 0:  # no keys: every row is empty
         return out.zero_(), lse.fill_(float("-inf"))
+    if scale < 0:  # the kernel needs qk_scale > 0 (it takes the max of the raw scores):
+        q, scale = -q, -scale  # (-q) k^T * (-scale) is the same product, exactly
     args = (q, k, v, out, lse, *_strides(q), *_strides(k), *_strides(v), *_strides(out),
             H, LQ, LK, scale * LOG2E.value, _offset(align, LQ, LK),
             triton.next_power_of_2(LQ), triton.next_power_of_2(LK))
