@@ -140,12 +140,59 @@ def test_forward_autotunes_on_length_buckets_not_exact_lengths():
 def test_pre_ampere_gpus_get_a_short_config_list():
     t4 = ft.forward_configs((7, 5))
     assert 1 <= len(t4) <= 2 and all(stages == 1 for *_, stages in t4)
-    assert ft.forward_configs((8, 0)) == ft.forward_configs((9, 0)) == ft.FWD_CONFIGS_CUDA
-    # at d = 128 the 4-warp 128 x 64 tile spills registers (the compile report): left out
-    assert (128, 64, 4, 3) not in ft.forward_configs((9, 0), 128)
-    assert (128, 128, 8, 3) in ft.forward_configs((9, 0), 128)
+    assert ft.forward_configs((7, 5), 128) == t4
     assert ft.backward_configs((9, 0)) == ft.BWD_CONFIGS_CUDA[:1]
     assert ft.backward_configs((7, 5)) == ft.BWD_CONFIGS_CUDA
+
+
+@pytest.mark.parametrize("cap", [(8, 0), (9, 0)])
+@pytest.mark.parametrize("d", [64, 128])
+def test_forward_search_space_is_pruned_to_at_most_twelve(cap, d):
+    # the tutorial's space (36 configurations), pruned: few enough to autotune on a GPU
+    assert len(ft.FWD_CONFIGS_CUDA) == 36
+    got = ft.forward_configs(cap, d)
+    assert 9 <= len(got) <= 12 and set(got) <= set(ft.FWD_CONFIGS_CUDA)
+    limit = next(t.shared_memory for t in _targets.TARGETS.values() if divmod(t.capability, 10) == cap)
+    for bm, bn, w, s in got:
+        assert bn <= d and (w == 4 or bm * bn == 128 * 128), (bm, bn, w, s)
+        assert ft.forward_shared_memory((bm, bn, w, s), d) <= limit
+        assert d == 64 or (bm, bn, w) not in ft.FWD_SPILL_TILES_D128
+    # a GPU with less shared memory (99 KiB: sm_86, sm_89) gets a subset; float32 fewer still
+    small = ft.forward_configs(cap, d, shared_memory=101376)
+    assert set(small) <= set(got) and (len(small) < len(got) or d == 64)
+    assert set(ft.forward_configs(cap, d, shared_memory=101376, dtype_bytes=4)) < set(small)
+    if cap == (8, 0):  # 8.6 is not in TARGETS: it gets the 99 KiB fallback
+        assert ft.forward_configs((8, 6), d) == small
+
+
+def test_autotuner_prune_keeps_the_configs_for_the_device_and_dtype(monkeypatch):
+    # what the autotuner's early_config_prune does on a GPU with 99 KiB (an RTX 3090, 8.6)
+    import triton
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 6))
+    monkeypatch.setattr(ft, "_device_shared_memory", lambda: 101376)
+    configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+               for bm, bn, w, s in ft.FWD_CONFIGS_CUDA + ft.FWD_CONFIGS_PRE_AMPERE]
+    key = lambda c: (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)  # noqa: E731
+    for dtype, size in ((torch.float16, 2), (torch.float32, 4)):
+        kept = ft._prune_fwd_configs(configs, {"Q": torch.empty(1, dtype=dtype), "HEAD_DK": 128,
+                                               "HEAD_DV": 128})
+        assert [key(c) for c in kept] == ft.forward_configs((8, 6), 128, 101376, size) != []
+    # nothing fits: the two small tiles, never the whole space
+    monkeypatch.setattr(ft, "_device_shared_memory", lambda: 1024)
+    kept = ft._prune_fwd_configs(configs, {"Q": torch.empty(1), "HEAD_DK": 64, "HEAD_DV": 64})
+    assert [key(c) for c in kept] == ft.FWD_CONFIGS_PRE_AMPERE
+
+
+def test_shared_memory_estimate_matches_the_compiled_kernels():
+    # exact on sm_90a, an upper bound on sm_80 (the committed report, compiled by Triton 3.9)
+    from attn_edu.kernels import report
+
+    rows = report.recorded_report("forward")
+    for r in (r for r in rows if r["target"] in ("sm_80", "sm_90a")):
+        est = ft.forward_shared_memory((r["block_m"], r["block_n"], r["num_warps"], r["num_stages"]),
+                                       r["d"])
+        assert est == r["shared"] if r["target"] == "sm_90a" else est >= r["shared"], r
 
 
 class _OnCuda(torch.Tensor):

@@ -100,6 +100,7 @@ __all__ = [
     "kernel_source",
     "interpret_mode",
     "forward_configs",
+    "forward_shared_memory",
     "backward_configs",
     "aot_kernels",
     "SUPPORTED_DTYPES",
@@ -459,21 +460,25 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, Lse, Delta,
 # ----------------------------------------------------------------------------
 # Block sizes: autotuned on a GPU, fixed and small under the interpreter
 # ----------------------------------------------------------------------------
-#: Forward configurations tried on a GPU of compute capability 8.0 or newer (BLOCK_M,
-#: BLOCK_N, num_warps, num_stages), a small list around what works on an A100/H100 for
-#: d = 64 and 128.
-FWD_CONFIGS_CUDA = [
-    (128, 64, 4, 3),
-    (128, 64, 8, 3),
-    (128, 128, 8, 3),
-    (128, 32, 4, 4),
-    (64, 64, 4, 3),
-    (64, 32, 4, 4),
-]
+#: The forward's search space on a GPU of compute capability 8.0 or newer (BLOCK_M,
+#: BLOCK_N, num_warps, num_stages), the one of Triton's fused-attention tutorial:
+#: BLOCK_M in {64, 128}, BLOCK_N in {32, 64, 128}, 2-4 stages, 4 or 8 warps (36 in all).
+#: :func:`forward_configs` prunes it to at most 12 per GPU and head dimension.
+FWD_CONFIGS_CUDA = [(bm, bn, w, s) for bm in (64, 128) for bn in (32, 64, 128)
+                    for w in (4, 8) for s in (2, 3, 4)]
+#: (BLOCK_M, BLOCK_N, num_warps) that spill registers at head dimension 128 on sm_80 and
+#: sm_90a in every stage count (``python -m attn_edu.kernels.report``): left out for d > 64;
+#: before Hopper also the 8-warp 128 x 128 tile (it spills on sm_80).
+FWD_SPILL_TILES_D128 = {(64, 128, 4), (128, 64, 4), (128, 128, 4)}
+FWD_SPILL_TILES_D128_AMPERE = FWD_SPILL_TILES_D128 | {(128, 128, 8)}
+#: Shared memory per block (bytes, opt-in maximum) assumed for a compute capability that
+#: :data:`attn_edu.kernels._targets.TARGETS` does not list: 99 KiB, the smallest from 8.0
+#: on (8.6 and 8.9, e.g. an RTX 3090 or an L4).
+SHARED_MEMORY_FALLBACK = 101376
 #: Before compute capability 8.0 (Colab's T4 is 7.5) Triton 3.9 emits no tensor-core
 #: instructions: both tl.dot become FMA loops, and num_stages does nothing (no
 #: asynchronous copies). Two small configurations, so that autotuning on a 2-core Colab
-#: VM compiles two kernels per length bucket, not six; small tiles, because FMA tiles
+#: VM compiles two kernels per length bucket, not twelve; small tiles, because FMA tiles
 #: live in registers (python -m attn_edu.kernels.report shows the spills of larger ones).
 FWD_CONFIGS_PRE_AMPERE = [
     (32, 32, 4, 1),
@@ -504,20 +509,44 @@ def backward_configs(capability: Tuple[int, int]) -> list:
     return list(BWD_CONFIGS_CUDA[:1] if tuple(capability) >= (8, 0) else BWD_CONFIGS_CUDA)
 
 
-def forward_configs(capability: Tuple[int, int], head_dim: int = 64) -> list:
+def forward_shared_memory(config: Tuple[int, int, int, int], head_dim: int,
+                          dtype_bytes: int = 2) -> int:
+    """Estimated shared memory (bytes) of one forward program: the Q tile plus ``num_stages``
+    buffers of a K and a V tile, ``dtype_bytes * (BLOCK_M * D + stages * BLOCK_N * 2 * D)``
+    with D the padded head dimension. Exact for what Triton 3.9 allocates on sm_90a, an
+    upper bound on sm_80 (``python -m attn_edu.kernels.report`` measures both)."""
+    bm, bn, _, stages = config
+    d = padded_head_dim(head_dim)
+    return dtype_bytes * (bm * d + stages * bn * 2 * d)
+
+
+def forward_configs(capability: Tuple[int, int], head_dim: int = 64,
+                    shared_memory: Optional[int] = None, dtype_bytes: int = 2) -> list:
     """The forward configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) the autotuner
-    tries on a GPU of this compute capability for head dimension ``head_dim``:
-    ``FWD_CONFIGS_CUDA`` from 8.0 (Ampere) on, ``FWD_CONFIGS_PRE_AMPERE`` before (a T4,
-    7.5: no tensor cores in Triton, FMA only). For ``head_dim > 64`` the configurations
-    that spill registers there are left out (128 x 64 tiles with 4 warps; on Ampere also
-    128 x 128), as ``python -m attn_edu.kernels.report`` shows."""
+    tries on a GPU of this compute capability for head dimension ``head_dim``.
+
+    Before 8.0 (a T4, 7.5: no tensor cores in Triton, FMA only) the two small
+    ``FWD_CONFIGS_PRE_AMPERE``. From 8.0 on, ``FWD_CONFIGS_CUDA`` pruned by the two rules
+    of Triton's fused-attention tutorial, ``BLOCK_N <= max(D, 32)`` (D the padded head
+    dimension) and 8 warps only for 128 x 128 tiles, and by two from the compile report:
+    no tile of ``FWD_SPILL_TILES_D128`` (before 9.0 ``FWD_SPILL_TILES_D128_AMPERE``) when
+    ``head_dim > 64``, and :func:`forward_shared_memory` within ``shared_memory`` bytes
+    (default: the limit of :data:`~attn_edu.kernels._targets.TARGETS` for this capability,
+    else ``SHARED_MEMORY_FALLBACK``). At most 12 configurations at d = 64 and d = 128.
+    """
     cap = tuple(capability)
     if cap < (8, 0):
         return list(FWD_CONFIGS_PRE_AMPERE)
-    spills = set()
-    if head_dim > 64:
-        spills = {(128, 64, 4, 3)} | ({(128, 128, 8, 3)} if cap < (9, 0) else set())
-    return [c for c in FWD_CONFIGS_CUDA if c not in spills]
+    if shared_memory is None:
+        known = {divmod(t.capability, 10): t.shared_memory for t in _targets.TARGETS.values()}
+        shared_memory = known.get(cap, SHARED_MEMORY_FALLBACK)
+    d = padded_head_dim(head_dim)
+    spills = FWD_SPILL_TILES_D128 if cap >= (9, 0) else FWD_SPILL_TILES_D128_AMPERE
+    return [c for c in FWD_CONFIGS_CUDA
+            if c[1] <= max(d, 32)
+            and (c[2] == 4 or c[0] * c[1] >= 128 * 128)
+            and not (head_dim > 64 and c[:3] in spills)
+            and forward_shared_memory(c, head_dim, dtype_bytes) <= shared_memory]
 
 
 #: What the forward's autotuner keys on: length *buckets* (powers of two), head dims,
@@ -525,14 +554,26 @@ def forward_configs(capability: Tuple[int, int], head_dim: int = 64) -> list:
 FWD_AUTOTUNE_KEY = ["LQ_BUCKET", "LK_BUCKET", "HEAD_DK", "HEAD_DV", "CAUSAL", "INPUT_PRECISION"]
 
 
+def _device_shared_memory() -> Optional[int]:
+    """The current GPU's shared memory per block (opt-in maximum), as Triton's driver reports it."""
+    try:
+        props = triton.runtime.driver.active.utils.get_device_properties(torch.cuda.current_device())
+        return int(props["max_shared_mem"])
+    except Exception:  # pragma: no cover - no driver: forward_configs' default
+        return None
+
+
 def _prune_fwd_configs(configs, named_args, **kwargs):
-    """Keep the configurations of :func:`forward_configs` for the GPU and head dim in use."""
+    """Keep the configurations of :func:`forward_configs` for the GPU, head dim and dtype in use."""
     args = {**named_args, **kwargs}
     head_dim = max(args.get("HEAD_DK", 64), args.get("HEAD_DV", 64))
-    wanted = set(forward_configs(torch.cuda.get_device_capability(), head_dim))
-    kept = [c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps,
-                                   c.num_stages) in wanted]
-    return kept or list(configs)
+    q = args.get("Q")
+    wanted = set(forward_configs(torch.cuda.get_device_capability(), head_dim, _device_shared_memory(),
+                                 q.element_size() if hasattr(q, "element_size") else 2))
+    key = lambda c: (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)  # noqa: E731
+    kept = [c for c in configs if key(c) in wanted]
+    # nothing left (it should not happen): the two small tiles, which fit anywhere
+    return kept or [c for c in configs if key(c) in FWD_CONFIGS_PRE_AMPERE]
 
 
 if HAS_TRITON:
