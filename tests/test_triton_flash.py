@@ -104,11 +104,17 @@ def test_noncontiguous_inputs_and_explicit_scale():
     # (B, L, H, D) storage viewed as (B, H, L, D): strides, not a copy
     q, k, v = (torch.randn(B, L, H, D, generator=g).to(DEVICE).transpose(1, 2) for _ in range(3))
     assert not q.is_contiguous()
-    out, _ = ft.triton_attention_forward(q, k, v, causal=True, scale=-0.3)
+    # a negative scale: the kernel takes the max of the raw scores, so the launcher
+    # passes -q and -scale (the same product, exactly)
+    out, lse = ft.triton_attention_forward(q, k, v, causal=True, scale=-0.3)
     gold = reference_torch.scaled_dot_product_attention(q.double(), k.double(), v.double(),
                                                   causal=True, scale=-0.3)
     naive = reference_torch.scaled_dot_product_attention(q, k, v, causal=True, scale=-0.3)
     assert_close_to_reference(out, gold, naive)
+    allowed = masks.causal_mask(L, L, "top_left", device=q.device)
+    gold_lse, naive_lse = ((x @ y.transpose(-1, -2) * -0.3).masked_fill(~allowed, float("-inf"))
+                           .logsumexp(-1) for x, y in ((q.double(), k.double()), (q, k)))
+    assert_close_to_reference(lse, gold_lse, naive_lse, what="lse")
 
 
 @pytest.mark.filterwarnings("ignore:All-NaN slice:RuntimeWarning")  # the interpreter's max
