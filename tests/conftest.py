@@ -85,6 +85,16 @@ def torch_qkv(lq: int, lk: int, d: int = 16, dv: Optional[int] = None, lead: Seq
                  for x in arrays)
 
 
+def raises_with(exc: type, words: Sequence[str], fn, *args, **kwargs) -> str:
+    """Call ``fn`` and require it to raise ``exc`` whose message contains every one of
+    ``words`` (an error names the argument and what was seen); returns the message."""
+    with pytest.raises(exc) as info:
+        fn(*args, **kwargs)
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))
+    return str(info.value)
+
+
 def api_page_members() -> dict:
     """``{module: [names]}`` from the ``automodule`` directives of book/api.md (the API page)."""
     text = (Path(__file__).resolve().parents[1] / "book" / "api.md").read_text()

@@ -24,6 +24,7 @@ if importlib.util.find_spec("triton") is None:
 from attn_edu import decoding, reference_torch  # noqa: E402
 from attn_edu.kernels import decode_triton as dt  # noqa: E402
 from attn_edu.testing import assert_close_to_reference  # noqa: E402
+from conftest import raises_with  # noqa: E402
 
 DEVICE = "cuda" if CUDA else "cpu"
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,35 +118,27 @@ def test_noncontiguous_cache_and_explicit_scale():
     assert_close_to_reference(out, gold, naive)
 
 
-def _raises(exc, words, fn, *args, **kw):
-    with pytest.raises(exc) as info:
-        fn(*args, **kw)
-    for w in words:
-        assert w in str(info.value), (w, str(info.value))
-    return str(info.value)
-
-
 def test_bad_inputs_get_clear_errors():
     q, k, v = _inputs(1, 4, 2, 1, 8, 16, 16, torch.float32)
     f = dt.split_kv_decode
-    msg = _raises(ValueError, ["enable_gqa=True"], f, q, k, v)
+    msg = raises_with(ValueError, ["enable_gqa=True"], f, q, k, v)
     with pytest.raises(ValueError) as ref:
         reference_torch.scaled_dot_product_attention(q, k, v)
     assert msg == str(ref.value)  # the reference's words
-    _raises(TypeError, ["float64", "split_kv_attention"], f, q.double(), k.double(), v.double(), enable_gqa=True)
-    _raises(ValueError, ["4-D"], f, q[0], k[0], v[0], enable_gqa=True)
+    raises_with(TypeError, ["float64", "split_kv_attention"], f, q.double(), k.double(), v.double(), enable_gqa=True)
+    raises_with(ValueError, ["4-D"], f, q[0], k[0], v[0], enable_gqa=True)
     big = torch.zeros(1, 2, 8, 200, device=DEVICE)
-    _raises(ValueError, ["1 to 128", "200"], f, big[:, :, :1], big, big, enable_gqa=True)
-    _raises(ValueError, ["num_splits must be at most 128"], f, q, k, v, num_splits=129, enable_gqa=True)
-    _raises(ValueError, ["num_splits must be at least 1"], f, q, k, v, num_splits=0, enable_gqa=True)
-    _raises(TypeError, ["seqlens must be an integer tensor"], f, q, k, v, seqlens=torch.ones(1), enable_gqa=True)
-    _raises(ValueError, ["seqlens must have shape (B,)"], f, q, k, v, seqlens=torch.ones(2, dtype=torch.int64),
+    raises_with(ValueError, ["1 to 128", "200"], f, big[:, :, :1], big, big, enable_gqa=True)
+    raises_with(ValueError, ["num_splits must be at most 128"], f, q, k, v, num_splits=129, enable_gqa=True)
+    raises_with(ValueError, ["num_splits must be at least 1"], f, q, k, v, num_splits=0, enable_gqa=True)
+    raises_with(TypeError, ["seqlens must be an integer tensor"], f, q, k, v, seqlens=torch.ones(1), enable_gqa=True)
+    raises_with(ValueError, ["seqlens must have shape (B,)"], f, q, k, v, seqlens=torch.ones(2, dtype=torch.int64),
             enable_gqa=True)
-    _raises(ValueError, ["0 .. L_k = 8"], f, q, k, v, seqlens=torch.tensor([9]), enable_gqa=True)
-    _raises(ValueError, ["same batch size"], f, q.expand(2, 4, 1, 16), k, v, enable_gqa=True)
-    _raises(ValueError, ["causal"], f, q, k, v, causal="left", enable_gqa=True)
+    raises_with(ValueError, ["0 .. L_k = 8"], f, q, k, v, seqlens=torch.tensor([9]), enable_gqa=True)
+    raises_with(ValueError, ["same batch size"], f, q.expand(2, 4, 1, 16), k, v, enable_gqa=True)
+    raises_with(ValueError, ["causal"], f, q, k, v, causal="left", enable_gqa=True)
     if not CUDA:
-        _raises(TypeError, ["bfloat16", "interpreter"], f, q.bfloat16(), k.bfloat16(), v.bfloat16(),
+        raises_with(TypeError, ["bfloat16", "interpreter"], f, q.bfloat16(), k.bfloat16(), v.bfloat16(),
                 enable_gqa=True)
 
 

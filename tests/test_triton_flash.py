@@ -22,7 +22,7 @@ pytest.importorskip("triton")
 from attn_edu import kernels, masks, reference_torch  # noqa: E402
 from attn_edu.kernels import flash_triton as ft  # noqa: E402
 from attn_edu.testing import assert_close_to_reference  # noqa: E402
-from conftest import CUDA, DEVICE, torch_qkv  # noqa: E402
+from conftest import CUDA, DEVICE, raises_with, torch_qkv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -151,40 +151,32 @@ def test_rows_without_keys_give_zeros_and_finite_gradients():
     assert torch.equal(q.grad[0, 0, :32], torch.zeros_like(q.grad[0, 0, :32]))
 
 
-def _raises(exc, words, fn, *args, **kw):
-    with pytest.raises(exc) as info:
-        fn(*args, **kw)
-    for w in words:
-        assert w in str(info.value), (w, str(info.value))
-    return str(info.value)
-
-
 def test_bad_inputs_get_clear_errors():
     q, k, v = _inputs((1, 1, 8, 8, 16, 16), torch.float32)
     big = torch.zeros(1, 1, 8, 200, device=DEVICE)
-    _raises(ValueError, ["d_k", "200", "1 to 128"], ft.triton_attention_forward, big, big, v[..., :1])
-    _raises(ValueError, ["d_v", "200", "1 to 128"], ft.triton_attention, q, k, big)
-    _raises(TypeError, ["int64", "floating"], ft.triton_attention_forward,
+    raises_with(ValueError, ["d_k", "200", "1 to 128"], ft.triton_attention_forward, big, big, v[..., :1])
+    raises_with(ValueError, ["d_v", "200", "1 to 128"], ft.triton_attention, q, k, big)
+    raises_with(TypeError, ["int64", "floating"], ft.triton_attention_forward,
             q.long(), k.long(), v.long())
-    _raises(TypeError, ["same dtype", "float16"], ft.triton_attention, q, k.half(), v)
-    _raises(TypeError, ["float64", "float16, bfloat16, float32"], ft.triton_attention,
+    raises_with(TypeError, ["same dtype", "float16"], ft.triton_attention, q, k.half(), v)
+    raises_with(TypeError, ["float64", "float16, bfloat16, float32"], ft.triton_attention,
             q.double(), k.double(), v.double())
-    _raises(ValueError, ["4-D", "q"], ft.triton_attention, q[0], k[0], v[0])
-    _raises(ValueError, ["same batch and head"], ft.triton_attention,
+    raises_with(ValueError, ["4-D", "q"], ft.triton_attention, q[0], k[0], v[0])
+    raises_with(ValueError, ["same batch and head"], ft.triton_attention,
             q.expand(2, 3, 8, 16), k, v)
-    _raises(TypeError, ["torch.Tensor"], ft.triton_attention, q.cpu().numpy(), k, v)
-    _raises(ValueError, ["causal"], ft.triton_attention, q, k, v, causal="top")
-    _raises(ValueError, ["scale", "non-zero"], ft.triton_attention, q, k, v, scale=0.0)
+    raises_with(TypeError, ["torch.Tensor"], ft.triton_attention, q.cpu().numpy(), k, v)
+    raises_with(ValueError, ["causal"], ft.triton_attention, q, k, v, causal="top")
+    raises_with(ValueError, ["scale", "non-zero"], ft.triton_attention, q, k, v, scale=0.0)
     # the same mistake gets the same message as the reference
-    msg = _raises(ValueError, ["d_k"], ft.triton_attention, q, k[..., :8], v)
+    msg = raises_with(ValueError, ["d_k"], ft.triton_attention, q, k[..., :8], v)
     with pytest.raises(ValueError) as ref:
         reference_torch.scaled_dot_product_attention(q, k[..., :8], v)
     assert msg == str(ref.value)
     if not CUDA:
-        _raises(TypeError, ["bfloat16", "interpreter", "11584"], ft.triton_attention,
+        raises_with(TypeError, ["bfloat16", "interpreter", "11584"], ft.triton_attention,
                 q.bfloat16(), k.bfloat16(), v.bfloat16())
     elif not BF16_OK:
-        _raises(TypeError, ["bfloat16", "compute capability", "float16"], ft.triton_attention,
+        raises_with(TypeError, ["bfloat16", "compute capability", "float16"], ft.triton_attention,
                 q.bfloat16(), k.bfloat16(), v.bfloat16())
 
 
