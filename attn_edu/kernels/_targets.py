@@ -65,7 +65,7 @@ def check_runnable(device: object, dtype_name: str, built_interpreted: bool, wha
     with inputs of ``dtype_name``; return quietly when it can.
 
     CUDA: bfloat16 needs compute capability 8.0 (:func:`cuda_dtype_problem`). CPU: the
-    interpreter must be on, and on in time (:func:`attn_edu.kernels._interpret.cpu_problem`;
+    interpreter must be on, and on in time (``attn_edu.kernels._interpret.cpu_problem``;
     ``built_interpreted`` is how the kernel module was decorated), and takes no bfloat16.
     Anything else: a ValueError.
     """

@@ -472,7 +472,7 @@ FWD_CONFIGS_CUDA = [(bm, bn, w, s) for bm in (64, 128) for bn in (32, 64, 128)
 FWD_SPILL_TILES_D128 = {(64, 128, 4), (128, 64, 4), (128, 128, 4)}
 FWD_SPILL_TILES_D128_AMPERE = FWD_SPILL_TILES_D128 | {(128, 128, 8)}
 #: Shared memory per block (bytes, opt-in maximum) assumed for a compute capability that
-#: :data:`attn_edu.kernels._targets.TARGETS` does not list: 99 KiB, the smallest from 8.0
+#: ``attn_edu.kernels._targets.TARGETS`` does not list: 99 KiB, the smallest from 8.0
 #: on (8.6 and 8.9, e.g. an RTX 3090 or an L4).
 SHARED_MEMORY_FALLBACK = 101376
 #: Before compute capability 8.0 (Colab's T4 is 7.5) Triton 3.9 emits no tensor-core
@@ -531,7 +531,7 @@ def forward_configs(capability: Tuple[int, int], head_dim: int = 64,
     dimension) and 8 warps only for 128 x 128 tiles, and by two from the compile report:
     no tile of ``FWD_SPILL_TILES_D128`` (before 9.0 ``FWD_SPILL_TILES_D128_AMPERE``) when
     ``head_dim > 64``, and :func:`forward_shared_memory` within ``shared_memory`` bytes
-    (default: the limit of :data:`~attn_edu.kernels._targets.TARGETS` for this capability,
+    (default: the limit of ``attn_edu.kernels._targets.TARGETS`` for this capability,
     else ``SHARED_MEMORY_FALLBACK``). At most 12 configurations at d = 64 and d = 128.
     """
     cap = tuple(capability)
@@ -595,7 +595,7 @@ else:  # pragma: no cover
 # ----------------------------------------------------------------------------
 def _cuda_dtype_problem(dtype_name: str, capability: Tuple[int, int]) -> Optional[str]:
     """Why the kernels cannot take ``dtype_name`` on a GPU of this compute capability
-    (None when they can): :func:`attn_edu.kernels._targets.cuda_dtype_problem`."""
+    (None when they can): ``attn_edu.kernels._targets.cuda_dtype_problem``."""
     return _targets.cuda_dtype_problem(dtype_name, capability)
 
 
