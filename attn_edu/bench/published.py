@@ -13,19 +13,22 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from .. import profiling
+from ..decoding import GPUS, attainable_flops
 
 __all__ = ["GPU_SPECS", "PUBLISHED", "roofline_tflops"]
 
+# The peaks and bandwidths have one home, chapter 13's roofline table
+# (attn_edu.decoding.GPUS); this adds what chapters 08 and 10 draw besides them.
+_MEMORY_AND_FP32 = {"H100 SXM": ("H100 SXM", 80, 67.0), "A100 SXM": ("A100 SXM 80GB", 80, 19.5),
+                    "T4": ("T4", 16, 8.1)}
+
 #: Vendor peak figures (published datasheets, ``cite`` = their references.bib key; dense): bf16/fp16 tensor-core
-#: TFLOP/s, HBM bandwidth in TB/s, memory in GB. The T4 has no bfloat16; its float16
-#: tensor-core peak is 65 TFLOP/s and its float32 (FMA) peak 8.1 TFLOP/s.
+#: TFLOP/s and memory bandwidth in TB/s (from :data:`attn_edu.decoding.GPUS`), memory in GB and
+#: float32 (FMA) TFLOP/s. The T4 has no bfloat16; its float16 tensor-core peak is 65 TFLOP/s.
 GPU_SPECS: Dict[str, Dict[str, Any]] = {
-    "H100 SXM": {"tflops": 989.0, "tb_per_s": 3.35, "memory_gb": 80, "fp32_tflops": 67.0,
-                 "cite": "nvidia2022h100"},
-    "A100 SXM": {"tflops": 312.0, "tb_per_s": 2.0, "memory_gb": 80, "fp32_tflops": 19.5,
-                 "cite": "nvidia2020a100"},
-    "T4": {"tflops": 65.0, "tb_per_s": 0.32, "memory_gb": 16, "fp32_tflops": 8.1,
-           "cite": "nvidia2018t4"},
+    name: {"tflops": GPUS[key].flops_16bit / 1e12, "tb_per_s": GPUS[key].bandwidth / 1e12,
+           "memory_gb": memory_gb, "fp32_tflops": fp32, "cite": GPUS[key].source}
+    for name, (key, memory_gb, fp32) in _MEMORY_AND_FP32.items()
 }
 
 #: Attention forward throughput reported by the papers (published, not measured here).
@@ -53,7 +56,7 @@ def roofline_tflops(n: int, d: int, gpu: str, tiled: bool = True, itemsize: int 
     from on-chip memory and the L2 cache), so :math:`I = n / s` and it is compute-bound
     from a few hundred tokens on.
     """
-    spec = GPU_SPECS[gpu]
+    peaks = GPUS[_MEMORY_AND_FP32[gpu][0]]
     flops = profiling.attention_flops(1, 1, n, n, d)
     moved = 4 * n * d * itemsize if tiled else profiling.naive_hbm_bytes(n, d, itemsize=itemsize)
-    return min(spec["tflops"], flops / moved * spec["tb_per_s"])
+    return attainable_flops(flops / moved, peaks) / 1e12  # chapter 13's roofline, in TFLOP/s
