@@ -117,6 +117,78 @@ def test_noncontiguous_inputs_and_explicit_scale():
     assert_close_to_reference(lse, gold_lse, naive_lse, what="lse")
 
 
+# ---------------------------------------------------------------- the TMA path (Hopper)
+# (B, H, Lq, Lk, Dk, Dv): ragged blocks in both lengths, a padded head dim (48 -> 64, 80 ->
+# 128), Lq != Lk: the descriptors' zero fill must stand in for every load mask
+TMA_SHAPES = [(1, 2, 65, 70, 48, 64), (2, 1, 33, 129, 64, 32), (1, 1, 40, 17, 16, 80)]
+
+
+@pytest.mark.skipif(CUDA and torch.cuda.get_device_capability() < ft.TMA_MIN_CAPABILITY,
+                    reason="TMA descriptors need compute capability 9.0")
+@pytest.mark.parametrize("shape", TMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("causal", CAUSALS, ids=str)
+def test_tma_descriptor_path_matches_reference_and_pointer_path(shape, causal):
+    # the forward with USE_TMA (what an H100 runs): Q/K/V tiles through tensor descriptors
+    dtype = torch.float16
+    q, k, v = _inputs(shape, dtype, seed=4)
+    assert ft.tma_compatible(q, k, v)
+    align, scale = ft.check_triton_inputs(q, k, v, causal, None)
+    out, lse = ft._forward(q, k, v, align, scale, use_tma=True)
+    ptr_out, ptr_lse = ft._forward(q, k, v, align, scale, use_tma=False)
+    _, gold = _reference(q, k, v, causal)
+    _, naive = _reference(q, k, v, causal, dtype)
+    assert_close_to_reference(out, gold, naive)
+    empty = torch.isneginf(ptr_lse)
+    assert torch.equal(torch.isneginf(lse), empty)
+    # the same arithmetic on the same tiles: only the loads differ
+    assert_close_to_reference(out, gold, ptr_out, what="TMA vs pointer loads")
+    assert_close_to_reference(lse[~empty], _lse(q, k, causal, torch.float64)[~empty], ptr_lse[~empty],
+                              what="lse")
+
+
+def test_tma_compatible_follows_the_descriptor_rules():
+    def t(*shape, dtype=torch.float16):
+        return torch.empty(shape, dtype=dtype)
+
+    assert ft.tma_compatible(t(2, 3, 17, 64), t(2, 3, 5, 8))  # rows of 128 and 16 bytes
+    assert ft.tma_compatible(t(1, 1, 9, 4, dtype=torch.float32))  # 16-byte rows in float32
+    assert not ft.tma_compatible(t(1, 1, 9, 20))  # a row of 40 bytes
+    assert not ft.tma_compatible(t(2, 2, 16, 64).transpose(2, 3))  # D is not the unit stride
+    # (B, L, H, D) storage seen as (B, H, L, D): row stride H * D, fine when 16-byte aligned
+    assert ft.tma_compatible(t(2, 7, 3, 64).transpose(1, 2))
+    assert not ft.tma_compatible(t(2, 7, 3, 12).transpose(1, 2))  # head stride of 24 bytes
+    assert not ft.tma_compatible(t(1, 1, 4, 64).view(-1)[1:].view(1, 1, 1, 255)[..., :64])
+    # a batch or head stride that is never used (that dimension has one entry) does not count
+    base = t(3 * 8 * 16 + 8)
+    assert ft.tma_compatible(base[:3 * 8 * 16].view(1, 3, 8, 16))
+    assert ft.tma_compatible(base[:8 * 16 + 4].as_strided((1, 1, 8, 16), (1, 3, 16, 1)))
+    assert not ft.tma_compatible(base[:8 * 16 + 4].as_strided((1, 2, 8, 16), (1, 3, 16, 1)))
+
+
+def test_launcher_picks_tma_only_on_hopper_for_compatible_tensors(monkeypatch):
+    q = torch.empty(1, 2, 16, 64, dtype=torch.float16).as_subclass(_OnCudaTensor)
+    odd = torch.empty(1, 2, 16, 20, dtype=torch.float16).as_subclass(_OnCudaTensor)
+    monkeypatch.setattr(ft, "_BUILT_INTERPRETED", False)
+    for cap, expect in (((8, 0), False), ((8, 9), False), ((9, 0), True), ((10, 0), True)):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, cap=cap: cap)
+        assert ft._use_tma(q, q, q) is expect, cap
+        assert ft._use_tma(odd, odd, odd) is False
+    monkeypatch.setattr(ft, "_BUILT_INTERPRETED", True)  # the interpreter: pointer loads by default
+    assert ft._use_tma(q, q, q) is False
+
+
+class _OnCudaTensor(torch.Tensor):
+    """A CPU tensor that says it is on a GPU (for the launcher's choice only)."""
+
+    @property
+    def is_cuda(self):
+        return True
+
+    @property
+    def device(self):
+        return torch.device("cuda", 0)
+
+
 @pytest.mark.filterwarnings("ignore:All-NaN slice:RuntimeWarning")  # the interpreter's max
 def test_causal_skips_blocks_above_the_diagonal():
     """Keys in blocks above the diagonal are never loaded, so NaN there cannot leak.

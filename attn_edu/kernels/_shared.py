@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 try:
     from triton.language import constexpr
@@ -42,7 +42,10 @@ class AotKernel:
     as Triton specialises them). ``constexprs(d, dtype, config)`` gives the compile-time
     constants for head dim ``d``; ``configs(capability, d)`` the (BLOCK_M, BLOCK_N,
     num_warps, num_stages) a launch can use on a GPU of that compute capability at head dim d;
-    ``needs_wgmma``: on Hopper (sm_90a) its matmuls must become wgmma instructions.
+    ``needs_wgmma``: on Hopper (sm_90a) its matmuls must become wgmma instructions;
+    ``needs_tma``: on Hopper it must copy its tiles with TMA (``cp.async.bulk.tensor``);
+    ``per_target(capability)``: constants that depend on the target (e.g. the forward's
+    ``USE_TMA``), merged over ``constexprs``.
     """
 
     name: str
@@ -53,3 +56,10 @@ class AotKernel:
     configs: Callable[[Tuple[int, int], int], List[Tuple[int, int, int, int]]]
     needs_wgmma: bool = True
     unit_strides: Tuple[str, ...] = field(default_factory=tuple)
+    needs_tma: bool = False
+    per_target: Optional[Callable[[Tuple[int, int]], Dict[str, Any]]] = None
+
+    def constants(self, d: int, dtype: str, config: Tuple[int, int, int, int],
+                  capability: Tuple[int, int]) -> Dict[str, Any]:
+        """The compile-time constants for head dim ``d`` on a GPU of this capability."""
+        return {**self.constexprs(d, dtype, config), **(self.per_target(capability) if self.per_target else {})}

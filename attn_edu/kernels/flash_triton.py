@@ -102,9 +102,12 @@ __all__ = [
     "forward_configs",
     "forward_shared_memory",
     "backward_configs",
+    "tma_compatible",
     "aot_kernels",
     "SUPPORTED_DTYPES",
     "MAX_HEAD_DIM",
+    "TMA_MIN_CAPABILITY",
+    "TMA_EXTRA_SHARED",
 ]
 
 #: dtypes the kernels accept (tl.dot has no float64 path worth teaching).
@@ -139,7 +142,8 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs,
                     HEAD_DK: tl.constexpr, HEAD_DV: tl.constexpr,
                     BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
                     BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
-                    CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+                    CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                    USE_TMA: tl.constexpr):
     """Key blocks ``lo, lo + BLOCK_N, ..., < hi`` through the online softmax.
 
     ``MASKED=False`` is the fast path for blocks that lie wholly inside the key
@@ -147,11 +151,15 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs,
     ``MASKED=True`` handles the ragged last block (keys >= L_k) and the blocks
     that straddle the diagonal; a row whose entries are all masked so far keeps
     ``m_i = -inf`` and contributes nothing (no ``-inf - (-inf)`` = NaN).
+    ``USE_TMA``: ``k_ptrs``/``v_ptrs`` are tensor descriptors (Hopper's TMA copies a
+    whole tile; rows past L_k and padded head dims arrive as zeros, no load masks).
     """
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n  # (BLOCK_N,) key positions of this block
         # k is loaded transposed, (BLOCK_DK, BLOCK_N), so that q @ k is a plain dot
-        if MASKED:
+        if USE_TMA:
+            kT = tl.trans(k_ptrs.load([start_n, 0]))
+        elif MASKED:
             kT = tl.load(k_ptrs + start_n * stride_kn,
                          mask=(offs_dk[:, None] < HEAD_DK) & (cols[None, :] < LK),
                          other=0.0)
@@ -180,7 +188,9 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs,
         p = tl.math.exp2(tl.fma(qk, qk_scale, -m_new_safe[:, None]))  # (BLOCK_M, BLOCK_N)
         alpha = tl.math.exp2(m_i - m_new_safe)  # (BLOCK_M,) rescales the old sums
         l_i = l_i * alpha + tl.sum(p, 1)
-        if MASKED:
+        if USE_TMA:
+            v = v_ptrs.load([start_n, 0])
+        elif MASKED:
             v = tl.load(v_ptrs + start_n * stride_vn,
                         mask=(cols[:, None] < LK) & (offs_dv[None, :] < HEAD_DV),
                         other=0.0)
@@ -206,11 +216,14 @@ def _attn_fwd_kernel(Q, K, V, Out, Lse,
                      HEAD_DK: tl.constexpr, HEAD_DV: tl.constexpr,
                      BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
                      CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                     USE_TMA: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program = one block of BLOCK_M query rows of one (batch, head).
 
     Grid: (cdiv(L_q, BLOCK_M), B * H). Writes Out (B, H, L_q, D_v) and
     Lse (B * H, L_q), the natural-log log-sum-exp of each query row.
+    ``USE_TMA`` (Hopper, when :func:`tma_compatible`): Q, K and V tiles are copied by
+    tensor descriptors, one (L, D) matrix per (batch, head), instead of pointer loads.
     """
     # 1. who am I: a query block and a (batch, head) pair
     start_m = tl.program_id(0) * BLOCK_M
@@ -234,9 +247,18 @@ def _attn_fwd_kernel(Q, K, V, Out, Lse,
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
-    q = tl.load(q_ptrs,  # stays in registers for the whole loop
-                mask=(offs_m[:, None] < LQ) & (offs_dk[None, :] < HEAD_DK),
-                other=0.0)
+    if USE_TMA:  # Hopper: descriptors of this (b, h)'s (L, D) matrices; the copy engine
+        # (TMA) moves whole tiles, zero-filling rows and columns outside the matrix
+        q = tl.make_tensor_descriptor(Q + off_b * stride_qb + off_h * stride_qh, [LQ, HEAD_DK],
+                                      [stride_qm, 1], [BLOCK_M, BLOCK_DK]).load([start_m, 0])
+        k_ptrs = tl.make_tensor_descriptor(K + off_b * stride_kb + off_h * stride_kh,
+                                           [LK, HEAD_DK], [stride_kn, 1], [BLOCK_N, BLOCK_DK])
+        v_ptrs = tl.make_tensor_descriptor(V + off_b * stride_vb + off_h * stride_vh,
+                                           [LK, HEAD_DV], [stride_vn, 1], [BLOCK_N, BLOCK_DV])
+    else:
+        q = tl.load(q_ptrs,  # stays in registers for the whole loop
+                    mask=(offs_m[:, None] < LQ) & (offs_dk[None, :] < HEAD_DK),
+                    other=0.0)
 
     # 4. which key blocks: [0, full_end) need no mask, [full_end, hi) do
     if CAUSAL:
@@ -256,13 +278,13 @@ def _attn_fwd_kernel(Q, K, V, Out, Lse,
         acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
         offs_m, offs_n, offs_dk, offs_dv, 0, full_end, LK, qk_scale, CAUSAL_OFFSET,
         HEAD_DK, HEAD_DV, BLOCK_DK, BLOCK_DV, BLOCK_N, False, CAUSAL,
-        INPUT_PRECISION)
+        INPUT_PRECISION, USE_TMA)
     # blocks [full_end, hi): the diagonal band and a ragged last block (MASKED=True)
     acc, l_i, m_i = _attn_fwd_inner(
         acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
         offs_m, offs_n, offs_dk, offs_dv, full_end, hi, LK, qk_scale, CAUSAL_OFFSET,
         HEAD_DK, HEAD_DV, BLOCK_DK, BLOCK_DV, BLOCK_N, True, CAUSAL,
-        INPUT_PRECISION)
+        INPUT_PRECISION, USE_TMA)
 
     # 5. epilogue: normalise once, write the output and the log-sum-exp
     empty = l_i == 0.0  # rows that saw no key: output 0, lse -inf
@@ -509,15 +531,26 @@ def backward_configs(capability: Tuple[int, int]) -> list:
     return list(BWD_CONFIGS_CUDA[:1] if tuple(capability) >= (8, 0) else BWD_CONFIGS_CUDA)
 
 
+#: From this compute capability on (Hopper) the forward copies its Q, K and V tiles with
+#: TMA tensor descriptors when :func:`tma_compatible` allows; before it, pointer loads.
+TMA_MIN_CAPABILITY = (9, 0)
+
+
+#: Shared memory a TMA forward needs beyond its tiles: the copies' barriers (mbarrier
+#: objects) and their alignment; at most 1 KiB in every sm_90a row of the compile report.
+TMA_EXTRA_SHARED = 1024
+
+
 def forward_shared_memory(config: Tuple[int, int, int, int], head_dim: int,
-                          dtype_bytes: int = 2) -> int:
+                          dtype_bytes: int = 2, tma: bool = False) -> int:
     """Estimated shared memory (bytes) of one forward program: the Q tile plus ``num_stages``
     buffers of a K and a V tile, ``dtype_bytes * (BLOCK_M * D + stages * BLOCK_N * 2 * D)``
-    with D the padded head dimension. Exact for what Triton 3.9 allocates on sm_90a, an
-    upper bound on sm_80 (``python -m attn_edu.kernels.report`` measures both)."""
+    with D the padded head dimension, plus ``TMA_EXTRA_SHARED`` with ``tma``. An upper
+    bound within 1 KiB of what Triton 3.9 allocates on sm_90a (TMA), an upper bound on sm_80
+    (``python -m attn_edu.kernels.report`` measures both)."""
     bm, bn, _, stages = config
     d = padded_head_dim(head_dim)
-    return dtype_bytes * (bm * d + stages * bn * 2 * d)
+    return dtype_bytes * (bm * d + stages * bn * 2 * d) + (TMA_EXTRA_SHARED if tma else 0)
 
 
 def forward_configs(capability: Tuple[int, int], head_dim: int = 64,
@@ -530,7 +563,8 @@ def forward_configs(capability: Tuple[int, int], head_dim: int = 64,
     of Triton's fused-attention tutorial, ``BLOCK_N <= max(D, 32)`` (D the padded head
     dimension) and 8 warps only for 128 x 128 tiles, and by two from the compile report:
     no tile of ``FWD_SPILL_TILES_D128`` (before 9.0 ``FWD_SPILL_TILES_D128_AMPERE``) when
-    ``head_dim > 64``, and :func:`forward_shared_memory` within ``shared_memory`` bytes
+    ``head_dim > 64``, and :func:`forward_shared_memory` (with TMA's barriers from
+    ``TMA_MIN_CAPABILITY`` on) within ``shared_memory`` bytes
     (default: the limit of ``attn_edu.kernels._targets.TARGETS`` for this capability,
     else ``SHARED_MEMORY_FALLBACK``). At most 12 configurations at d = 64 and d = 128.
     """
@@ -546,12 +580,13 @@ def forward_configs(capability: Tuple[int, int], head_dim: int = 64,
             if c[1] <= max(d, 32)
             and (c[2] == 4 or c[0] * c[1] >= 128 * 128)
             and not (head_dim > 64 and c[:3] in spills)
-            and forward_shared_memory(c, head_dim, dtype_bytes) <= shared_memory]
+            and forward_shared_memory(c, head_dim, dtype_bytes, cap >= TMA_MIN_CAPABILITY) <= shared_memory]
 
 
 #: What the forward's autotuner keys on: length *buckets* (powers of two), head dims,
-#: causality, precision (Triton adds the dtypes itself).
-FWD_AUTOTUNE_KEY = ["LQ_BUCKET", "LK_BUCKET", "HEAD_DK", "HEAD_DV", "CAUSAL", "INPUT_PRECISION"]
+#: causality, precision, TMA or pointer loads (Triton adds the dtypes itself).
+FWD_AUTOTUNE_KEY = ["LQ_BUCKET", "LK_BUCKET", "HEAD_DK", "HEAD_DV", "CAUSAL", "INPUT_PRECISION",
+                    "USE_TMA"]
 
 
 def _device_shared_memory() -> Optional[int]:
@@ -728,7 +763,48 @@ def _offset(align: Optional[str], lq: int, lk: int) -> int:
     return 0 if align is None else causal_offset(lq, lk, align)
 
 
-def _forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float):
+def tma_compatible(*tensors: Tensor) -> bool:
+    """Whether TMA descriptors can address these (B, H, L, D) tensors: a 16-byte aligned
+    start, unit stride along D, and the other strides multiples of 16 bytes (the row
+    stride always, the batch and head strides where that dimension has more than one
+    entry, since each (b, h) matrix is a descriptor of its own). A contiguous float16 or
+    bfloat16 tensor qualifies when D is a multiple of 8; the launcher falls back to pointer
+    loads otherwise."""
+    for x in tensors:
+        size = x.element_size()
+        if x.data_ptr() % 16 or (x.shape[3] > 1 and x.stride(3) != 1) or (x.stride(2) * size) % 16:
+            return False
+        if any(x.shape[i] > 1 and (x.stride(i) * size) % 16 for i in (0, 1)):
+            return False
+    return True
+
+
+def _torch_scratch(size: int, alignment: int, stream: Optional[int]) -> Tensor:
+    """Global scratch for device-side tensor descriptors, from PyTorch's caching allocator."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def _ensure_scratch_allocator() -> None:
+    """A kernel that builds tensor descriptors on the device needs 128 bytes of global
+    memory per program for them, which Triton asks of the allocator given to
+    ``triton.set_allocator``; install PyTorch's unless the caller has set one."""
+    from triton.runtime import _allocation  # where Triton keeps the current allocator
+
+    current = getattr(_allocation, "_allocator", None)
+    if current is None or isinstance(current.get(), getattr(_allocation, "NullAllocator", ())):
+        triton.set_allocator(_torch_scratch)
+
+
+def _use_tma(q: Tensor, k: Tensor, v: Tensor) -> bool:
+    """The launcher's choice: TMA descriptors on a GPU from ``TMA_MIN_CAPABILITY`` when the
+    tensors allow them (:func:`tma_compatible`); never under the interpreter's default."""
+    return (not _BUILT_INTERPRETED and q.is_cuda
+            and tuple(torch.cuda.get_device_capability(q.device)) >= TMA_MIN_CAPABILITY
+            and tma_compatible(q, k, v))
+
+
+def _forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
+             use_tma: Optional[bool] = None):
     B, H, LQ, DK = q.shape
     LK, DV = k.shape[2], v.shape[3]
     out = torch.empty((B, H, LQ, DV), dtype=q.dtype, device=q.device)  # (B, H, Lq, Dv)
@@ -742,8 +818,11 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float
     args = (q, k, v, out, lse, *_strides(q), *_strides(k), *_strides(v), *_strides(out),
             H, LQ, LK, scale * LOG2E.value, _offset(align, LQ, LK),
             triton.next_power_of_2(LQ), triton.next_power_of_2(LK))
+    use_tma = _use_tma(q, k, v) if use_tma is None else use_tma
+    if use_tma and not _BUILT_INTERPRETED:
+        _ensure_scratch_allocator()
     meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
-                CAUSAL=align is not None, INPUT_PRECISION=_input_precision(q.dtype))
+                CAUSAL=align is not None, INPUT_PRECISION=_input_precision(q.dtype), USE_TMA=use_tma)
     if _BUILT_INTERPRETED:
         bm, bn = INTERPRET_BLOCK_M, INTERPRET_BLOCK_N
         grid = (triton.cdiv(LQ, bm), B * H)
@@ -858,7 +937,9 @@ def aot_kernels() -> list:
     """This file's kernels as ``AotKernel`` (``attn_edu/kernels/_shared.py``) records: what
     ``python -m attn_edu.kernels.report`` compiles for sm_75 / sm_80 / sm_90a without a GPU
     (the forward with the autotuner's configurations for the target, both backward
-    kernels with :func:`backward_configs`; non-causal, same d for q, k and v)."""
+    kernels with :func:`backward_configs`; non-causal, same d for q, k and v; the forward
+    with TMA descriptors from ``TMA_MIN_CAPABILITY`` on, as the launcher picks for
+    contiguous tensors)."""
     def meta(d, dtype, config):
         bd = padded_head_dim(d)
         return dict(HEAD_DK=d, HEAD_DV=d, BLOCK_DK=bd, BLOCK_DV=bd, CAUSAL=False,
@@ -873,7 +954,8 @@ def aot_kernels() -> list:
     units = ("stride_qd", "stride_kd", "stride_vd", "stride_od", "stride_dod")
     return [
         AotKernel("forward", raw(_attn_fwd), {**qkv, "Out": "{dtype}", "Lse": "fp32"}, ("qk_scale",),
-                  meta, forward_configs, unit_strides=units),
+                  meta, forward_configs, unit_strides=units, needs_tma=True,
+                  per_target=lambda cap: {"USE_TMA": tuple(cap) >= TMA_MIN_CAPABILITY}),
         AotKernel("backward_dkdv", _attn_bwd_dkdv,
                   {**qkv, "DO": "{dtype}", "DK": "{dtype}", "DV": "{dtype}", "Lse": "fp32",
                    "Delta": "fp32"}, ("sm_scale",), meta, lambda cap, d: backward_configs(cap), unit_strides=units),

@@ -16,8 +16,8 @@ dimension, in the half dtype the target supports (float16 on sm_75, bfloat16 fro
   Triton 3.9 emits for ``tl.dot`` on sm_75) -- and ``tma`` (bulk tensor copies).
 
 It exits with 1 when a configuration does not fit the target's shared memory, when on
-sm_90a a kernel that should use wgmma does not, or when an sm_90a configuration spills
-registers. Chapter 10 explains what these numbers mean; the tests run a subset.
+sm_90a a kernel that should use wgmma (or TMA: the forward) does not, or when an sm_90a
+configuration spills registers. Chapter 10 explains what these numbers mean; the tests run a subset.
 
 Needs triton (not a GPU). The kernels must be *compiled* ones: the report refuses to run
 with ``TRITON_INTERPRET=1`` set (run it in a fresh shell).
@@ -80,11 +80,11 @@ def _half_dtypes(target: str) -> List[str]:
     return ["bfloat16"] if TARGETS[target].bfloat16 else ["float16"]
 
 
-def _source(kernel: AotKernel, d: int, dtype: str, config):
+def _source(kernel: AotKernel, d: int, dtype: str, config, capability=(9, 0)):
     from triton.compiler import ASTSource
 
     fn = kernel.fn
-    consts = kernel.constexprs(d, dtype, config)
+    consts = kernel.constants(d, dtype, config, capability)
     signature, constexprs, attrs = {}, dict(consts), {}
     for i, name in enumerate(fn.arg_names):
         if name in consts:
@@ -153,7 +153,8 @@ def compile_kernel(kernel: AotKernel, target: str, config, d: int, dtype: str) -
     (``shared``, ``shared_limit``, ``registers``, ``spill_bytes``, ``matrix``, ``tma``,
     ``seconds``, and ``ttir``/``ptx`` texts under ``"asm"``)."""
     bm, bn, warps, stages = config
-    return _compile(_source(kernel, d, dtype, config), target, dict(num_warps=warps, num_stages=stages),
+    capability = divmod(TARGETS[target].capability, 10)
+    return _compile(_source(kernel, d, dtype, config, capability), target, dict(num_warps=warps, num_stages=stages),
                     {"kernel": kernel.name, "d": d, "dtype": dtype, "block_m": bm, "block_n": bn})
 
 
@@ -182,15 +183,17 @@ def _spec_rows(target: str, dtype: str, d: int, names: Optional[List[str]]) -> L
     return rows
 
 
-def problems(row: Dict[str, Any], needs_wgmma: bool = True) -> List[str]:
-    """What is wrong with one row: shared memory over the limit; on sm_90a no wgmma (for a
-    kernel that needs it) or spilled registers."""
+def problems(row: Dict[str, Any], needs_wgmma: bool = True, needs_tma: bool = False) -> List[str]:
+    """What is wrong with one row: shared memory over the limit; on sm_90a no wgmma or no
+    TMA (for a kernel that needs them) or spilled registers."""
     out = []
     if row["shared"] > row["shared_limit"]:
         out.append(f"shared memory {row['shared']} B > limit {row['shared_limit']} B")
     if row["target"] == "sm_90a":
         if needs_wgmma and row["matrix"] != "wgmma":
             out.append(f"no wgmma on sm_90a ({row['matrix']})")
+        if needs_tma and not row.get("tma"):
+            out.append("no TMA on sm_90a")
         if row["spill_bytes"] > 0:
             out.append(f"spills {row['spill_bytes']} B of registers")
     return out
@@ -259,7 +262,7 @@ def run_report(targets: Sequence[str] = ("sm_75", "sm_80", "sm_90a"), ds: Sequen
                     for config in cfgs[:configs] if configs else cfgs:
                         row = compile_kernel(kernel, target, config, d, dtype)
                         row.pop("asm")
-                        row["problems"] = problems(row, kernel.needs_wgmma)
+                        row["problems"] = problems(row, kernel.needs_wgmma, kernel.needs_tma)
                         group.append(row)
                     _fallbacks(group)
                     rows += group
