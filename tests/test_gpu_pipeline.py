@@ -163,7 +163,21 @@ def test_published_numbers_are_cited_and_the_roofline_is_a_model():
     assert bench.roofline_tflops(16384, 64, "H100 SXM") == h100["tflops"]
     assert bench.roofline_tflops(128, 64, "H100 SXM") == pytest.approx(128 / 2 * h100["tb_per_s"])
     fig = bench.landscape_figure()
-    assert sum("published" in (t.name or "") for t in fig.data) == len(bench.PUBLISHED)
+    sweeps = bench.PUBLISHED_SWEEPS
+    lines = sum(len(s["tflops"]) for s in sweeps)
+    assert sum("published" in (t.name or "") for t in fig.data) == len(bench.PUBLISHED) + lines
+    bib = (ROOT / "book" / "references.bib").read_text()
+    for s in sweeps:
+        assert "@misc{" + s["cite"] + "," in bib and s["quote"] and s["gpu"]
+        for impl, values in s["tflops"].items():
+            assert len(values) == len(s["n"]) and all(0 < v < bench.GPU_SPECS[s["roofline_gpu"]]["tflops"]
+                                                      for v in values), impl
+    # one run, one machine: the tutorial-style Triton kernel at ~3/4 of FlashAttention-3
+    ratios = bench.sweep_ratios(sweeps[0], "Triton tutorial", "FlashAttention-3")
+    assert len(ratios) == 6 and all(0.75 < r < 0.78 for r in ratios)
+    assert bench.sweep_ratios(sweeps[1], "cuDNN", "FlashAttention-3")[0] == pytest.approx(1.25, abs=0.01)
+    with pytest.raises(ValueError, match="has no 'FlashAttention-2'"):
+        bench.sweep_ratios(sweeps[0], "FlashAttention-2", "FlashAttention-3")
 
 
 def test_landscape_refuses_cpu_documents(dry_run_dir):

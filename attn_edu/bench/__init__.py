@@ -67,6 +67,8 @@ KINDS = sweep.KINDS
 GPU_SPECS = published.GPU_SPECS
 #: Published FlashAttention-2/-3 throughput, with citations (``attn_edu.bench.published``).
 PUBLISHED = published.PUBLISHED
+#: Per-length forward throughput measured side by side by others, published as text (``attn_edu.bench.published``).
+PUBLISHED_SWEEPS = published.PUBLISHED_SWEEPS
 #: The GPU goals' tiny shapes in a dry run on the CPU (``attn_edu.bench.goals``).
 DRY_RUN_GPU_GOALS = goals.DRY_RUN_GPU_GOALS
 #: Where the recorded sweeps live, ``attn_edu/data/bench/`` (``attn_edu.bench.sweep``).

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, Optional, Sequence
 
 from .. import profiling
-from .published import GPU_SPECS, PUBLISHED, roofline_tflops
+from .published import GPU_SPECS, PUBLISHED, PUBLISHED_SWEEPS, roofline_tflops
 from .sweep import results_rows
 
 __all__ = ["document_label", "recorded_sweep_figure", "block_sparse_figure", "landscape_figure",
@@ -99,8 +99,9 @@ def block_sparse_figure(doc: Dict[str, Any]):
 def landscape_figure(recorded: Optional[Iterable[Dict[str, Any]]] = None, d: int = 128,
                      ns: Sequence[int] = (512, 1024, 2048, 4096, 8192, 16384)):
     """Attention forward TFLOP/s on A100 and H100: the roofline bound of naive and tiled
-    attention (:func:`attn_edu.bench.roofline_tflops`), the peak, and the published
-    FlashAttention-2/-3 numbers (markers labelled "published", with their citation).
+    attention (:func:`attn_edu.bench.roofline_tflops`), the peak, the published
+    FlashAttention-2/-3 numbers (markers labelled "published", with their citation) and
+    the published per-length sweeps (:data:`attn_edu.bench.PUBLISHED_SWEEPS`, lines).
     ``recorded``: GPU sweep documents (``recorded_results("cuda")``), drawn with their
     device label; CPU documents are refused."""
     import plotly.graph_objects as go
@@ -122,6 +123,14 @@ def landscape_figure(recorded: Optional[Iterable[Dict[str, Any]]] = None, d: int
             textposition="middle left", marker=dict(size=11, symbol="diamond", color=colors[p["gpu"]]),
             name=f"{p['impl']} on {p['gpu']}, published: {p['tflops']:.0f} [{p['cite']}]",
             hovertext=p["quote"]))
+    for i, sweep in enumerate(PUBLISHED_SWEEPS):
+        for j, (impl, values) in enumerate(sweep["tflops"].items()):
+            fig.add_trace(go.Scatter(
+                x=sweep["n"], y=values, mode="lines+markers",
+                line=dict(color=colors[sweep["roofline_gpu"]], width=1, dash=("solid", "longdash", "dashdot")[j % 3]),
+                marker=dict(symbol=("circle", "square")[i % 2], size=7),
+                name=f"{impl}, published [{sweep['cite']}]: d = {sweep['d']}, {sweep['dtype']}",
+                hovertext=f"{sweep['gpu']}; {sweep['source']}"))
     for doc in recorded or []:
         if doc.get("device", {}).get("kind") != "cuda" or doc.get("dry_run"):
             raise ValueError(f"landscape_figure draws GPU measurements only; got {document_label(doc)}")

@@ -3,7 +3,9 @@
 Nothing here is measured by this package. :data:`GPU_SPECS` holds vendor peak figures;
 :data:`PUBLISHED` holds attention throughput reported in the FlashAttention-2
 (``dao2023flashattention2``) and FlashAttention-3 (``shah2024flashattention3``) papers,
-each with the sentence it comes from. :func:`roofline_tflops` is the roofline model:
+each with the sentence it comes from; :data:`PUBLISHED_SWEEPS` per-length numbers that
+others measured side by side and published as text (the papers' per-length numbers are
+printed only inside their figures, which this offline book does not transcribe). :func:`roofline_tflops` is the roofline model:
 attainable TFLOP/s = min(peak, arithmetic intensity x memory bandwidth), for naive
 attention (:func:`attn_edu.profiling.naive_hbm_bytes`) and an ideal tiled kernel. Chapters 08 and 10 draw them
 (:func:`attn_edu.bench.landscape_figure`, :func:`attn_edu.bench.memory_model_figure`).
@@ -15,7 +17,7 @@ from typing import Any, Dict, List
 from .. import profiling
 from ..decoding import GPUS, attainable_flops
 
-__all__ = ["GPU_SPECS", "PUBLISHED", "roofline_tflops"]
+__all__ = ["GPU_SPECS", "PUBLISHED", "PUBLISHED_SWEEPS", "sweep_ratios", "roofline_tflops"]
 
 # The peaks and bandwidths have one home, chapter 13's roofline table
 # (attn_edu.decoding.GPUS); this adds what chapters 08 and 10 draw besides them.
@@ -43,6 +45,38 @@ PUBLISHED: List[Dict[str, Any]] = [
      "cite": "shah2024flashattention3",
      "quote": "with FP16 reaching up to 740 TFLOPs/s (75% utilization)"},
 ]
+
+
+#: Forward throughput per sequence length, each entry several implementations timed side by
+#: side in one run on one GPU and published as text (a pull request's test plan, an issue);
+#: copied from the cited page, not measured here. ``tflops`` maps an implementation to one
+#: value per ``n``; ``gpu`` is what the source says of the machine, ``roofline_gpu`` the
+#: datasheet it is drawn against; ``quote`` what the source says of the setup.
+PUBLISHED_SWEEPS: List[Dict[str, Any]] = [
+    {"source": "pytorch/benchmark pull request 2391 (commit ff65cb6), its test plan",
+     "cite": "maher2024fa3benchmark", "gpu": "a Hopper GPU (not named; FlashAttention-3 runs on Hopper only)",
+     "roofline_gpu": "H100 SXM", "d": 128, "heads": 16, "batch_times_n": 16384, "causal": "not stated",
+     "dtype": "16-bit (not stated)",
+     "quote": "the FA3 paper sizes inputs such that B*S=16k and H*Dhead=2048",
+     "n": [512, 1024, 2048, 4096, 8192, 16384],
+     "tflops": {"Triton tutorial": [328.882, 389.723, 433.721, 458.359, 470.732, 476.753],
+                "FlashAttention-3": [430.32, 517.099, 565.544, 590.233, 614.234, 620.73]}},
+    {"source": "meta-pytorch/tritonbench issue 141, first run", "cite": "zhao2025tritonbench141",
+     "gpu": "an H100 development machine (the thread: FlashAttention-3's number is low on that machine)",
+     "roofline_gpu": "H100 SXM", "d": 128, "heads": 16, "batch": 8, "causal": "not stated", "dtype": "float16",
+     "quote": "flash_v3 performance is slower than cudnn and triton_tutorial_flash_v2 on certain input and H100",
+     "n": [8192],
+     "tflops": {"cuDNN": [581.868], "Triton tutorial": [469.105], "FlashAttention-3": [465.518]}},
+]
+
+
+def sweep_ratios(sweep: Dict[str, Any], numerator: str, denominator: str) -> List[float]:
+    """``numerator / denominator`` throughput at each ``n`` of one :data:`PUBLISHED_SWEEPS`
+    entry: a ratio from one run on one machine (comparing across entries would mix machines)."""
+    for name in (numerator, denominator):
+        if name not in sweep["tflops"]:
+            raise ValueError(f"sweep {sweep['source']!r} has no {name!r}; it has {', '.join(sweep['tflops'])}")
+    return [a / b for a, b in zip(sweep["tflops"][numerator], sweep["tflops"][denominator])]
 
 
 def roofline_tflops(n: int, d: int, gpu: str, tiled: bool = True, itemsize: int = 2) -> float:
