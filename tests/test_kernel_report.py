@@ -56,7 +56,8 @@ def test_every_kernel_addresses_its_tensors_with_int64_offsets():
     res = _run(["-c", _TTIR_SCRIPT])
     assert res.returncode == 0, res.stderr[-3000:]
     offsets = json.loads(res.stdout.strip().splitlines()[-1])
-    assert set(offsets) == {"forward", "backward_dkdv", "backward_dq", "block_sparse_forward"}
+    assert set(offsets) == {"forward", "backward_dkdv", "backward_dq", "backward_atomic_dq",
+                            "block_sparse_forward"}
     for name, per_tensor in offsets.items():
         assert {"Q", "K", "V"} <= set(per_tensor), (name, per_tensor)
         assert set(per_tensor.values()) == {"i64"}, (name, per_tensor)
@@ -71,7 +72,7 @@ def test_compile_report_subset_passes_and_uses_wgmma_on_hopper(tmp_path):
                 "--configs", "1", "--json", str(out)])
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     rows = json.loads(out.read_text())["rows"]
-    kernels = {"forward", "backward_dkdv", "backward_dq", "block_sparse_forward"}
+    kernels = {"forward", "backward_dkdv", "backward_dq", "backward_atomic_dq", "block_sparse_forward"}
     decode = {"decode_split_kernel", "decode_reduce_kernel"}  # listed by compile_specs
     assert {r["kernel"] for r in rows} == kernels | decode and len(rows) == 2 * len(kernels | decode)
     assert not any(r["problems"] for r in rows)
@@ -82,6 +83,34 @@ def test_compile_report_subset_passes_and_uses_wgmma_on_hopper(tmp_path):
         assert r["tma"] == (r["kernel"] == "forward" and r["target"] == "sm_90a"), r
         if r["target"] == "sm_90a":
             assert r["spill_bytes"] == 0, r
+
+
+_DOTS_SCRIPT = r"""
+import json, re
+from attn_edu.kernels import report
+out = {}
+for k in report.kernels(["backward_dkdv", "backward_dq", "backward_atomic_dq"]):
+    row = report.compile_kernel(k, "sm_90a", k.configs((9, 0), 64)[0], 64, "bfloat16")
+    out[k.name] = {"dots": len(re.findall(r"= tt\.dot ", row["asm"]["ttir"])),
+                   "atomics": len(re.findall(r"\b(?:red|atom)\.global\S*\.add\S*\.f32", row["asm"]["ptx"])),
+                   "matrix": row["matrix"], "mma_sync": len(re.findall(r"\bmma\.sync", row["asm"]["ptx"]))}
+print(json.dumps(out))
+"""
+
+
+def test_backward_matmul_counts_in_the_compiled_kernels():
+    # chapter 10's count, read from Triton's IR: the two-kernel backward recomputes S and dP
+    # in both kernels (4 + 3 = 7 matmuls per tile pair); FlashAttention-2's Algorithm 2
+    # (backward="atomic_dq") does 5, adding dQ with float32 atomics instead
+    res = _run(["-c", _DOTS_SCRIPT])
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["backward_dkdv"]["dots"] == 4 and got["backward_dq"]["dots"] == 3, got
+    assert got["backward_atomic_dq"]["dots"] == 5, got
+    assert got["backward_dkdv"]["atomics"] == got["backward_dq"]["atomics"] == 0, got
+    assert got["backward_atomic_dq"]["atomics"] > 0 and got["backward_atomic_dq"]["matrix"] == "wgmma", got
+    # its Hopper tile (64 x 64, 8 warps) puts all five on wgmma, the dQ product included
+    assert got["backward_atomic_dq"]["mma_sync"] == 0, got
 
 
 _FMA_SCRIPT = r"""
@@ -140,6 +169,13 @@ def test_forward_autotunes_on_length_buckets_not_exact_lengths():
     assert {"LQ_BUCKET", "LK_BUCKET"} <= set(ft.FWD_AUTOTUNE_KEY)
     params = ft.kernel_source("forward").split(":", 1)[0]
     assert "LQ_BUCKET" in params and "LK_BUCKET" in params
+
+
+def test_atomic_backward_configs_per_gpu():
+    assert ft.atomic_backward_configs((9, 0), 128)[0] == (64, 64, 8, 2)
+    assert ft.atomic_backward_configs((8, 0), 64)[0] == (32, 64, 4, 2)
+    assert ft.atomic_backward_configs((8, 6), 128)[0] == (32, 64, 8, 2)
+    assert ft.atomic_backward_configs((7, 5), 128) == ft.BWD_CONFIGS_CUDA
 
 
 def test_pre_ampere_gpus_get_a_short_config_list():

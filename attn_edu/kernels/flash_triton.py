@@ -102,8 +102,10 @@ __all__ = [
     "forward_configs",
     "forward_shared_memory",
     "backward_configs",
+    "atomic_backward_configs",
     "tma_compatible",
     "aot_kernels",
+    "BACKWARDS",
     "SUPPORTED_DTYPES",
     "MAX_HEAD_DIM",
     "TMA_MIN_CAPABILITY",
@@ -326,7 +328,7 @@ def _attn_bwd_preprocess(O, DO, Delta,
 
 
 @_jit
-def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, Lse, Delta,
+def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, DQ, Lse, Delta,
                    stride_qb, stride_qh, stride_qm, stride_qd,
                    stride_kb, stride_kh, stride_kn, stride_kd,
                    stride_vb, stride_vh, stride_vn, stride_vd,
@@ -335,12 +337,15 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, Lse, Delta,
                    HEAD_DK: tl.constexpr, HEAD_DV: tl.constexpr,
                    BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
                    CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                   ATOMIC_DQ: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program = one block of BLOCK_N keys; the query blocks stream past it.
 
     Recomputes P^T = exp(K Q^T * scale - lse) tile by tile and accumulates
     dV = P^T dO and dK = scale * dS^T Q in float32 registers. dK and dV are
-    contiguous (B, H, L_k, D).
+    contiguous (B, H, L_k, D). ``ATOMIC_DQ`` (FlashAttention-2's Algorithm 2): each
+    tile also adds its share scale * dS K to DQ, a zeroed float32 (B, H, L_q, D_k)
+    buffer, with atomic additions; without it DQ is not touched (the dQ kernel runs).
     """
     start_n = tl.program_id(0) * BLOCK_N
     off_hz = tl.program_id(1)
@@ -399,6 +404,12 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, Lse, Delta,
         # dK += dS^T Q  (BLOCK_N, BLOCK_DK); times the scale after the loop
         dk = tl.dot(dsT.to(qT.dtype), tl.trans(qT), dk,
                     input_precision=INPUT_PRECISION)
+        if ATOMIC_DQ:  # dQ[rows] += scale * dS K  (BLOCK_M, BLOCK_DK): every key block
+            # adds to the same rows, so the additions are atomic (float32, in any order)
+            dq = tl.dot(tl.trans(dsT).to(k.dtype), k, input_precision=INPUT_PRECISION)
+            tl.atomic_add(DQ + (off_hz.to(tl.int64) * LQ + rows[:, None]) * HEAD_DK
+                          + offs_dk[None, :], dq * sm_scale,
+                          mask=(rows[:, None] < LQ) & (offs_dk[None, :] < HEAD_DK), sem="relaxed")
 
     dk = dk * sm_scale
     out_off = off_hz.to(tl.int64) * LK  # dK, dV are contiguous (B * H, L_k, D)
@@ -539,6 +550,22 @@ TMA_MIN_CAPABILITY = (9, 0)
 #: Shared memory a TMA forward needs beyond its tiles: the copies' barriers (mbarrier
 #: objects) and their alignment; at most 1 KiB in every sm_90a row of the compile report.
 TMA_EXTRA_SHARED = 1024
+
+
+def atomic_backward_configs(capability: Tuple[int, int], head_dim: int = 64) -> list:
+    """The configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) ``backward="atomic_dq"``
+    tries in order on a GPU of this compute capability (the compile report's choice).
+
+    From 9.0, 64 x 64 tiles and 8 warps: all five matmuls become ``wgmma`` (the atomic dQ
+    product has BLOCK_M rows and wgmma needs 64) with no spills at d = 64 and 128; then
+    32 x 64 for GPUs with less shared memory. From 8.0, 32 x 64 with 4 warps (8 above
+    d = 64, where 4 spill), then the small tile; before 8.0 the two-kernel list."""
+    cap = tuple(capability)
+    if cap >= TMA_MIN_CAPABILITY:
+        return [(64, 64, 8, 2), (32, 64, 8, 2)]
+    if cap >= (8, 0):
+        return [(32, 64, 4 if head_dim <= 64 else 8, 2), BWD_CONFIGS_CUDA[-1]]
+    return list(BWD_CONFIGS_CUDA)
 
 
 def forward_shared_memory(config: Tuple[int, int, int, int], head_dim: int,
@@ -833,8 +860,15 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float
     return out, lse
 
 
+#: The backward's two schedules (``triton_attention(..., backward=...)``): ``"two_kernels"``,
+#: a dK/dV kernel and a dQ kernel, each program owning the rows it writes (7 matmuls per
+#: tile pair, deterministic); ``"atomic_dq"``, FlashAttention-2's Algorithm 2: one kernel
+#: over key blocks adds dQ with float32 atomics (5 matmuls, dQ's rounding order varies).
+BACKWARDS = ("two_kernels", "atomic_dq")
+
+
 def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
-              align: Optional[str], scale: float):
+              align: Optional[str], scale: float, mode: str = "two_kernels"):
     B, H, LQ, DK = q.shape
     LK, DV = k.shape[2], v.shape[3]
     dq = torch.zeros((B, H, LQ, DK), dtype=q.dtype, device=q.device)  # contiguous
@@ -851,15 +885,23 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
               H, LQ, LK, scale, _offset(align, LQ, LK))
     meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=bdk, BLOCK_DV=bdv, CAUSAL=align is not None,
                 INPUT_PRECISION=_input_precision(q.dtype))
+    atomic = mode == "atomic_dq"
+    # atomic_dq: dQ accumulates in float32 across programs; otherwise the slot is unused
+    dq_acc = torch.zeros((B, H, LQ, DK), dtype=torch.float32, device=q.device) if atomic else delta
     if _BUILT_INTERPRETED:
         configs = [(INTERPRET_BLOCK_M, INTERPRET_BLOCK_N, None, None)]
     else:
-        configs = backward_configs(torch.cuda.get_device_capability(q.device))
+        cap = torch.cuda.get_device_capability(q.device)
+        configs = atomic_backward_configs(cap, max(DK, DV)) if atomic else backward_configs(cap)
     for i, (bm, bn, warps, stages) in enumerate(configs):
         extra = {} if warps is None else dict(num_warps=warps, num_stages=stages)
         try:
             _attn_bwd_dkdv[(triton.cdiv(LK, bn), B * H)](
-                q, k, v, do, dk, dv, lse, delta, *common, **meta, BLOCK_M=bm, BLOCK_N=bn, **extra)
+                q, k, v, do, dk, dv, dq_acc, lse, delta, *common, **meta, ATOMIC_DQ=atomic,
+                BLOCK_M=bm, BLOCK_N=bn, **extra)
+            if atomic:
+                dq = dq_acc.to(q.dtype)
+                break
             # the dQ kernel mirrors it: bn query rows per program, bm keys per step (its
             # matmuls then have bn >= 64 rows, what Hopper's wgmma needs)
             _attn_bwd_dq[(triton.cdiv(LQ, bn), B * H)](
@@ -879,17 +921,17 @@ class _TritonAttention(torch.autograd.Function):
     backward recomputes the softmax tiles from them."""
 
     @staticmethod
-    def forward(ctx, q, k, v, align, scale):
+    def forward(ctx, q, k, v, align, scale, mode):
         out, lse = _forward(q, k, v, align, scale)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.align, ctx.scale = align, scale
+        ctx.align, ctx.scale, ctx.mode = align, scale, mode
         return out
 
     @staticmethod
     def backward(ctx, do):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = _backward(do, q, k, v, out, lse, ctx.align, ctx.scale)
-        return dq, dk, dv, None, None
+        dq, dk, dv = _backward(do, q, k, v, out, lse, ctx.align, ctx.scale, ctx.mode)
+        return dq, dk, dv, None, None, None
 
 
 def triton_attention_forward(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
@@ -918,16 +960,21 @@ def triton_attention_forward(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool
 
 
 def triton_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
-                     scale: Optional[float] = None) -> Tensor:
+                     scale: Optional[float] = None, backward: str = "two_kernels") -> Tensor:
     r"""Fused attention with a backward pass: ``softmax(q k^T * scale) v``.
 
     Same arguments and semantics as :func:`triton_attention_forward`; returns only
     the output (B, H, L_q, d_v). ``out.backward(...)`` runs the FlashAttention-2
     backward (recomputation from the saved log-sum-exp) and gives dq, dk, dv in
-    the input dtype.
+    the input dtype. ``backward``: one of ``BACKWARDS``, ``"two_kernels"`` (default:
+    a dK/dV kernel and a dQ kernel, no atomics, the same bits every run) or
+    ``"atomic_dq"`` (one kernel, dQ added with float32 atomics: two matmuls fewer per
+    tile pair, a float32 dQ buffer, and dQ's last bits may change from run to run).
     """
+    if backward not in BACKWARDS:
+        raise ValueError(f"backward must be one of {', '.join(map(repr, BACKWARDS))}; got {backward!r}")
     align, s = check_triton_inputs(q, k, v, causal, scale)
-    return _TritonAttention.apply(q, k, v, align, s)
+    return _TritonAttention.apply(q, k, v, align, s, backward)
 
 
 # ----------------------------------------------------------------------------
@@ -937,7 +984,8 @@ def aot_kernels() -> list:
     """This file's kernels as ``AotKernel`` (``attn_edu/kernels/_shared.py``) records: what
     ``python -m attn_edu.kernels.report`` compiles for sm_75 / sm_80 / sm_90a without a GPU
     (the forward with the autotuner's configurations for the target, both backward
-    kernels with :func:`backward_configs`; non-causal, same d for q, k and v; the forward
+    kernels with :func:`backward_configs`, and the dK/dV kernel once more with the atomic
+    dQ of ``backward="atomic_dq"``; non-causal, same d for q, k and v; the forward
     with TMA descriptors from ``TMA_MIN_CAPABILITY`` on, as the launcher picks for
     contiguous tensors)."""
     def meta(d, dtype, config):
@@ -957,8 +1005,13 @@ def aot_kernels() -> list:
                   meta, forward_configs, unit_strides=units, needs_tma=True,
                   per_target=lambda cap: {"USE_TMA": tuple(cap) >= TMA_MIN_CAPABILITY}),
         AotKernel("backward_dkdv", _attn_bwd_dkdv,
-                  {**qkv, "DO": "{dtype}", "DK": "{dtype}", "DV": "{dtype}", "Lse": "fp32",
-                   "Delta": "fp32"}, ("sm_scale",), meta, lambda cap, d: backward_configs(cap), unit_strides=units),
+                  {**qkv, "DO": "{dtype}", "DK": "{dtype}", "DV": "{dtype}", "DQ": "fp32", "Lse": "fp32",
+                   "Delta": "fp32"}, ("sm_scale",), meta, lambda cap, d: backward_configs(cap), unit_strides=units,
+                  per_target=lambda cap: {"ATOMIC_DQ": False}),
+        AotKernel("backward_atomic_dq", _attn_bwd_dkdv,
+                  {**qkv, "DO": "{dtype}", "DK": "{dtype}", "DV": "{dtype}", "DQ": "fp32", "Lse": "fp32",
+                   "Delta": "fp32"}, ("sm_scale",), meta, atomic_backward_configs, unit_strides=units,
+                  per_target=lambda cap: {"ATOMIC_DQ": True}),
         AotKernel("backward_dq", _attn_bwd_dq,
                   {**qkv, "DO": "{dtype}", "DQ": "{dtype}", "Lse": "fp32", "Delta": "fp32"},
                   ("sm_scale",), meta, dq_configs, unit_strides=units),
