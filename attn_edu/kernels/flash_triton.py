@@ -547,8 +547,8 @@ def backward_configs(capability: Tuple[int, int]) -> list:
 TMA_MIN_CAPABILITY = (9, 0)
 
 
-#: Shared memory a TMA forward needs beyond its tiles: the copies' barriers (mbarrier
-#: objects) and their alignment; at most 1 KiB in every sm_90a row of the compile report.
+#: Bytes of shared memory a TMA forward needs beyond its tiles, for the copies' barriers
+#: (mbarrier objects) and their alignment (at most 1 KiB in every sm_90a row of the report).
 TMA_EXTRA_SHARED = 1024
 
 
