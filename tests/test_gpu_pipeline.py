@@ -176,6 +176,8 @@ def test_published_numbers_are_cited_and_the_roofline_is_a_model():
     ratios = bench.sweep_ratios(sweeps[0], "Triton tutorial", "FlashAttention-3")
     assert len(ratios) == 6 and all(0.75 < r < 0.78 for r in ratios)
     assert bench.sweep_ratios(sweeps[1], "cuDNN", "FlashAttention-3")[0] == pytest.approx(1.25, abs=0.01)
+    assert [s["pass"] for s in sweeps] == ["forward", "forward", "backward"]
+    assert sum(" backward, published" in (t.name or "") for t in fig.data) == len(sweeps[2]["tflops"])
     with pytest.raises(ValueError, match="has no 'FlashAttention-2'"):
         bench.sweep_ratios(sweeps[0], "FlashAttention-2", "FlashAttention-3")
 

@@ -98,7 +98,7 @@ def block_sparse_figure(doc: Dict[str, Any]):
 
 def landscape_figure(recorded: Optional[Iterable[Dict[str, Any]]] = None, d: int = 128,
                      ns: Sequence[int] = (512, 1024, 2048, 4096, 8192, 16384)):
-    """Attention forward TFLOP/s on A100 and H100: the roofline bound of naive and tiled
+    """Attention TFLOP/s on A100 and H100: the roofline bound of naive and tiled
     attention (:func:`attn_edu.bench.roofline_tflops`), the peak, the published
     FlashAttention-2/-3 numbers (markers labelled "published", with their citation) and
     the published per-length sweeps (:data:`attn_edu.bench.PUBLISHED_SWEEPS`, lines).
@@ -129,7 +129,7 @@ def landscape_figure(recorded: Optional[Iterable[Dict[str, Any]]] = None, d: int
                 x=sweep["n"], y=values, mode="lines+markers",
                 line=dict(color=colors[sweep["roofline_gpu"]], width=1, dash=("solid", "longdash", "dashdot")[j % 3]),
                 marker=dict(symbol=("circle", "square")[i % 2], size=7),
-                name=f"{impl}, published [{sweep['cite']}]: d = {sweep['d']}, {sweep['dtype']}",
+                name=f"{impl} {sweep['pass']}, published [{sweep['cite']}]: d = {sweep['d']}, {sweep['dtype']}",
                 hovertext=f"{sweep['gpu']}; {sweep['source']}"))
     for doc in recorded or []:
         if doc.get("device", {}).get("kind") != "cuda" or doc.get("dry_run"):
@@ -141,8 +141,8 @@ def landscape_figure(recorded: Optional[Iterable[Dict[str, Any]]] = None, d: int
                                      mode="lines+markers", name=f"{impl}, measured: {document_label(doc)}"))
     fig.update_layout(
         height=480, legend=dict(font_size=10),
-        title=dict(text=f"Attention forward on GPUs, d = {d}, 16-bit: models and published numbers "
-                        "(none measured here)", font_size=13),
+        title=dict(text=f"Attention on GPUs, d = {d}, 16-bit: models and published numbers "
+                        "(forward unless labelled backward; none measured here)", font_size=13),
         xaxis=dict(type="log", title="sequence length n", tickvals=list(ns), ticktext=[str(n) for n in ns]),
         yaxis=dict(type="log", title="TFLOP/s (4n²d per head / time)"))
     return fig

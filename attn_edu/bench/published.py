@@ -47,13 +47,15 @@ PUBLISHED: List[Dict[str, Any]] = [
 ]
 
 
-#: Forward throughput per sequence length, each entry several implementations timed side by
-#: side in one run on one GPU and published as text (a pull request's test plan, an issue);
-#: copied from the cited page, not measured here. ``tflops`` maps an implementation to one
+#: Throughput per sequence length, each entry several implementations timed side by side in
+#: one run on one GPU and published as text (a pull request's test plan or description, an
+#: issue); copied from the cited page, not measured here. ``pass``: forward or backward (the
+#: backward's TFLOP/s as the source reports them); ``tflops`` maps an implementation to one
 #: value per ``n``; ``gpu`` is what the source says of the machine, ``roofline_gpu`` the
-#: datasheet it is drawn against; ``quote`` what the source says of the setup.
+#: datasheet it is drawn against; ``quote`` what the source says of the setup. The Triton
+#: TLX kernel is a Triton extension's warp-specialized kernel, not Triton 3.9.
 PUBLISHED_SWEEPS: List[Dict[str, Any]] = [
-    {"source": "pytorch/benchmark pull request 2391 (commit ff65cb6), its test plan",
+    {"source": "pytorch/benchmark pull request 2391 (commit ff65cb6), its test plan", "pass": "forward",
      "cite": "maher2024fa3benchmark", "gpu": "a Hopper GPU (not named; FlashAttention-3 runs on Hopper only)",
      "roofline_gpu": "H100 SXM", "d": 128, "heads": 16, "batch_times_n": 16384, "causal": "not stated",
      "dtype": "16-bit (not stated)",
@@ -61,12 +63,19 @@ PUBLISHED_SWEEPS: List[Dict[str, Any]] = [
      "n": [512, 1024, 2048, 4096, 8192, 16384],
      "tflops": {"Triton tutorial": [328.882, 389.723, 433.721, 458.359, 470.732, 476.753],
                 "FlashAttention-3": [430.32, 517.099, 565.544, 590.233, 614.234, 620.73]}},
-    {"source": "meta-pytorch/tritonbench issue 141, first run", "cite": "zhao2025tritonbench141",
+    {"source": "meta-pytorch/tritonbench issue 141, first run", "cite": "zhao2025tritonbench141", "pass": "forward",
      "gpu": "an H100 development machine (the thread: FlashAttention-3's number is low on that machine)",
      "roofline_gpu": "H100 SXM", "d": 128, "heads": 16, "batch": 8, "causal": "not stated", "dtype": "float16",
      "quote": "flash_v3 performance is slower than cudnn and triton_tutorial_flash_v2 on certain input and H100",
      "n": [8192],
      "tflops": {"cuDNN": [581.868], "Triton tutorial": [469.105], "FlashAttention-3": [465.518]}},
+    {"source": "meta-pytorch/tritonbench pull request 1256 (open), its description", "cite": "yu2026tlxfa",
+     "pass": "backward", "gpu": "an H100", "roofline_gpu": "H100 SXM", "d": 128, "heads": 48, "batch": 4,
+     "causal": "not stated", "dtype": "bfloat16",
+     "quote": "Backward performance on H100, BF16, head dimension 128",
+     "n": [1024, 2048, 4096, 8192],
+     "tflops": {"Triton TLX kernel": [327.853, 433.905, 503.016, 527.083],
+                "FlashAttention-3": [313.324, 434.825, 519.827, 561.410]}},
 ]
 
 
