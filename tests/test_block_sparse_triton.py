@@ -275,6 +275,38 @@ def test_flex_block_mask_has_the_same_tile_lists():
 
 
 # --- bad input ---------------------------------------------------------------------------
+class _SmallSharedMemory:
+    """Stands in for the kernel on a GPU whose shared memory is too small for tiles over 64
+    (a T4 with a 128 x 64 tile at d = 128: 96 KiB of 64 in the compile report)."""
+
+    def __init__(self, real, limit_block=64):
+        self.real, self.limit_block, self.tiles = real, limit_block, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kw):
+            self.tiles.append((kw["BLOCK_M"], kw["BLOCK_N"]))
+            if max(kw["BLOCK_M"], kw["BLOCK_N"]) > self.limit_block:
+                raise bst._targets.OutOfResources(98304, 65536, "shared memory")
+            return self.real[grid](*args, **kw)
+        return launch
+
+
+def test_a_tile_too_big_for_the_gpu_falls_back_to_64_by_64(monkeypatch):
+    q, k, v = qkv(1, 2, 80, 80, 32)
+    mask = make_mask("random_blocks", 80, 80)
+    fake = _SmallSharedMemory(bst._block_sparse_fwd_kernel)
+    monkeypatch.setattr(bst, "_block_sparse_fwd_kernel", fake)
+    with pytest.warns(UserWarning, match="a 128 x 64 tile at head dim 32 needs more shared memory"):
+        out = bst.block_sparse_attention(q, k, v, mask, block_q=128, block_k=64)
+    assert fake.tiles == [(128, 64), (64, 64)]
+    gold, naive = gold_and_naive(q, k, v, mask)
+    assert_close_to_reference(out, gold, naive)
+    # nothing smaller to fall back to: a clear error, not Triton's
+    monkeypatch.setattr(bst, "_block_sparse_fwd_kernel", _SmallSharedMemory(fake.real, limit_block=16))
+    with pytest.raises(ValueError, match="a 64 x 64 tile at head dim 32 needs more shared memory"):
+        bst.block_sparse_attention(q, k, v, mask)
+
+
 def test_bad_inputs():
     q, k, v = qkv(1, 1, 16, 16, 16)
     mask = np.ones((16, 16), bool)

@@ -3,14 +3,20 @@
 Chapters 10, 11 and 13 compile their kernels for three targets without a GPU
 (``triton.compile`` with a ``GPUTarget``), and the launchers refuse what a target
 cannot do with a message instead of a compiler error. Importing this module imports
-nothing heavy.
+nothing heavy (only ``triton.runtime.errors`` when triton is installed).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-__all__ = ["Target", "TARGETS", "cuda_dtype_problem", "interpreter_dtype_problem", "check_runnable"]
+__all__ = ["Target", "TARGETS", "OutOfResources", "cuda_dtype_problem", "interpreter_dtype_problem",
+           "check_runnable"]
+
+try:  # what Triton raises when a launch needs more shared memory than the GPU has
+    from triton.runtime.errors import OutOfResources
+except ImportError:  # pragma: no cover - no triton (or an older one)
+    OutOfResources = RuntimeError
 
 
 @dataclass(frozen=True)

@@ -390,7 +390,9 @@ def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
     Returns:
         out (B, H, L_q, d_v) in the input dtype, or ``(out, lse)``.
 
-    Forward only (no gradient). Fully masked rows give zeros. Explained in chapter 11.
+    Forward only (no gradient). Fully masked rows give zeros. A tile too big for the GPU's
+    shared memory (128 x 64 at head dim 128 on a T4) falls back to 64 x 64 with a warning.
+    Explained in chapter 11.
     """
     if torch is None or triton is None:
         raise ImportError("block_sparse_attention needs PyTorch and Triton (pip install triton)")
@@ -438,22 +440,32 @@ def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
     if not INTERPRETED:
         launch["num_warps"] = num_warps or _default_warps(bm, bn, max(dk, dv))
         launch["num_stages"] = num_stages or 3
-    _block_sparse_fwd_kernel[grid](
-        q4, k4, v4, m8, out, lse,
-        full_num, full_idx, part_num, part_idx,
-        _stride(q4, 0), _stride(q4, 1), q4.stride(2), q4.stride(3),
-        _stride(k4, 0), _stride(k4, 1), k4.stride(2), k4.stride(3),
-        _stride(v4, 0), _stride(v4, 1), v4.stride(2), v4.stride(3),
-        out.stride(0), out.stride(1), out.stride(2), out.stride(3),
-        _stride(m8, 0), _stride(m8, 1), _stride(m8, 2), _stride(m8, 3),
-        lse.stride(0), lse.stride(1),
-        _stride(full_num, 0), _stride(full_num, 1),
-        _stride(full_idx, 0), _stride(full_idx, 1), full_idx.stride(2),
-        H, lq, lk, s * LOG2E.value,
-        D=dk, DV=dv, BLOCK_M=bm, BLOCK_N=bn,
-        BLOCK_D=block_d, BLOCK_DV=block_dv, EVEN=even,
-        PRECISION=precision, UPCAST=upcast, **launch,
-    )
+    try:
+        _block_sparse_fwd_kernel[grid](
+            q4, k4, v4, m8, out, lse,
+            full_num, full_idx, part_num, part_idx,
+            _stride(q4, 0), _stride(q4, 1), q4.stride(2), q4.stride(3),
+            _stride(k4, 0), _stride(k4, 1), k4.stride(2), k4.stride(3),
+            _stride(v4, 0), _stride(v4, 1), v4.stride(2), v4.stride(3),
+            out.stride(0), out.stride(1), out.stride(2), out.stride(3),
+            _stride(m8, 0), _stride(m8, 1), _stride(m8, 2), _stride(m8, 3),
+            lse.stride(0), lse.stride(1),
+            _stride(full_num, 0), _stride(full_num, 1),
+            _stride(full_idx, 0), _stride(full_idx, 1), full_idx.stride(2),
+            H, lq, lk, s * LOG2E.value,
+            D=dk, DV=dv, BLOCK_M=bm, BLOCK_N=bn,
+            BLOCK_D=block_d, BLOCK_DV=block_dv, EVEN=even,
+            PRECISION=precision, UPCAST=upcast, **launch,
+        )
+    except _targets.OutOfResources as err:  # the tile does not fit this GPU's shared memory
+        small = (min(bm, 64), min(bn, 64))
+        if small == (bm, bn):
+            raise ValueError(f"block_sparse_attention: a {bm} x {bn} tile at head dim {max(dk, dv)} "
+                             f"needs more shared memory than this GPU has ({err})") from err
+        warnings.warn(f"block_sparse_attention: a {bm} x {bn} tile at head dim {max(dk, dv)} needs "
+                      f"more shared memory than this GPU has; using {small[0]} x {small[1]} tiles")
+        return block_sparse_attention(q, k, v, raw, *small, scale=scale, return_lse=return_lse,
+                                      num_warps=None, num_stages=num_stages)
     return (out, lse) if return_lse else out
 
 

@@ -82,15 +82,10 @@ try:  # guarded: the rest of attn_edu never needs triton
     import triton.language as tl
 
     HAS_TRITON = True
-    try:
-        from triton.runtime.errors import OutOfResources as _OutOfResources
-    except ImportError:  # pragma: no cover - older triton
-        from triton.runtime.autotuner import OutOfResources as _OutOfResources
 except ImportError:  # pragma: no cover - triton is in requirements.txt
     triton = None
     tl = None
     HAS_TRITON = False
-    _OutOfResources = RuntimeError
 
 __all__ = [
     "triton_attention",
@@ -907,7 +902,7 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
             _attn_bwd_dq[(triton.cdiv(LQ, bn), B * H)](
                 q, k, v, do, dq, lse, delta, *common, **meta, BLOCK_M=bn, BLOCK_N=bm, **extra)
             break
-        except _OutOfResources:  # not enough shared memory on this GPU: smaller blocks
+        except _targets.OutOfResources:  # not enough shared memory on this GPU: smaller blocks
             if i == len(configs) - 1:
                 raise
     return dq, dk, dv
