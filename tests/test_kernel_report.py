@@ -163,6 +163,19 @@ def test_report_problems_rules():
         report.kernels()  # this process interprets its kernels
 
 
+def test_format_rows_names_a_single_kernel_once():
+    from attn_edu.kernels import report
+
+    fwd = report.recorded_report("forward")
+    lines = report.format_rows(fwd).splitlines()
+    assert lines[0] == "kernel: forward" and lines[1].startswith("target ")
+    assert len(lines) == 2 + len(fwd) and max(map(len, lines)) <= 88  # fits the book's code box
+    assert lines[2].split()[:3] == [fwd[0]["target"], str(fwd[0]["d"]), fwd[0]["dtype"]]
+    assert lines[2].split()[-2:] == ["yes" if fwd[0]["tma"] else "no", "ok"]
+    mixed = report.format_rows(report.recorded_report("backward_dq")[:1] + fwd[:1]).splitlines()
+    assert mixed[0].startswith("kernel ") and len(mixed) == 3
+
+
 def test_forward_autotunes_on_length_buckets_not_exact_lengths():
     # every new exact length would re-run the autotuner (and compile every config)
     assert "LQ" not in ft.FWD_AUTOTUNE_KEY and "LK" not in ft.FWD_AUTOTUNE_KEY

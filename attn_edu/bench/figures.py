@@ -123,12 +123,15 @@ def landscape_figure(recorded: Optional[Iterable[Dict[str, Any]]] = None, d: int
             textposition="middle left", marker=dict(size=11, symbol="diamond", color=colors[p["gpu"]]),
             name=f"{p['impl']} on {p['gpu']}, published: {p['tflops']:.0f} [{p['cite']}]",
             hovertext=p["quote"]))
+    impl_colors = {"FlashAttention-3": "#9467bd", "Triton tutorial": "#2ca02c", "cuDNN": "#d62728",
+                   "Triton TLX kernel": "#17becf"}  # one colour per kernel across sources
     for i, sweep in enumerate(PUBLISHED_SWEEPS):
-        for j, (impl, values) in enumerate(sweep["tflops"].items()):
+        for impl, values in sweep["tflops"].items():
             fig.add_trace(go.Scatter(
                 x=sweep["n"], y=values, mode="lines+markers",
-                line=dict(color=colors[sweep["roofline_gpu"]], width=1, dash=("solid", "longdash", "dashdot")[j % 3]),
-                marker=dict(symbol=("circle", "square")[i % 2], size=7),
+                line=dict(color=impl_colors.get(impl, "#7f7f7f"), width=1.5,
+                          dash="solid" if sweep["pass"] == "forward" else "dash"),
+                marker=dict(symbol=("circle", "square", "triangle-up")[i % 3], size=7),
                 name=f"{impl} {sweep['pass']}, published [{sweep['cite']}]: d = {sweep['d']}, {sweep['dtype']}",
                 hovertext=f"{sweep['gpu']}; {sweep['source']}"))
     for doc in recorded or []:
@@ -139,12 +142,14 @@ def landscape_figure(recorded: Optional[Iterable[Dict[str, Any]]] = None, d: int
                         key=lambda r: r["n"])
             fig.add_trace(go.Scatter(x=[r["n"] for r in rs], y=[r["tflops"] for r in rs],
                                      mode="lines+markers", name=f"{impl}, measured: {document_label(doc)}"))
-    fig.update_layout(
-        height=480, legend=dict(font_size=10),
-        title=dict(text=f"Attention on GPUs, d = {d}, 16-bit: models and published numbers "
+    fig.update_layout(  # the legend below the axes: the plot keeps the page's width
+        height=720, legend=dict(font_size=10, orientation="h", yanchor="top", y=-0.14, x=0),
+        margin=dict(l=60, r=20, t=60, b=40),
+        title=dict(text=f"Attention on GPUs, d = {d}, 16-bit: models and published numbers<br>"
                         "(forward unless labelled backward; none measured here)", font_size=13),
         xaxis=dict(type="log", title="sequence length n", tickvals=list(ns), ticktext=[str(n) for n in ns]),
-        yaxis=dict(type="log", title="TFLOP/s (4n²d per head / time)"))
+        yaxis=dict(type="log", title="TFLOP/s (4n²d per head / time)",
+                   tickvals=[50, 100, 200, 300, 500, 700, 1000]))
     return fig
 
 

@@ -226,8 +226,14 @@ def _line(row: Dict[str, Any]) -> str:
 def format_rows(rows: Iterable[Dict[str, Any]]) -> str:
     """The report's table (a header and one line per row), as ``run_report`` prints it:
     kernel, target, d, dtype, BLOCK_M, BLOCK_N, warps, stages, shared memory / the target's
-    limit (KiB), registers per thread, spilled bytes, matrix instructions, TMA, problems."""
-    return "\n".join([_HEAD] + [_line(r) for r in rows])
+    limit (KiB), registers per thread, spilled bytes, matrix instructions, TMA, problems.
+    When every row is of one kernel, its name heads the table instead of filling a column."""
+    rows = list(rows)
+    names = {r["kernel"] for r in rows}
+    if len(names) != 1:
+        return "\n".join([_HEAD] + [_line(r) for r in rows])
+    width = len(_HEAD) - len(_HEAD[23:])  # the kernel column and its space
+    return "\n".join([f"kernel: {names.pop()}", _HEAD[width:]] + [_line(r)[width:] for r in rows])
 
 
 def _print_row(row: Dict[str, Any], stream) -> None:
