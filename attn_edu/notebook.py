@@ -97,7 +97,7 @@ PLOTLY_MISSING = (
 )
 #: id of the element that :func:`plotly_js_loader` displays
 LOADER_ID = "attn-edu-plotly-js-loader"
-#: set (to "1") while the book builds: the book serves plotly.js itself
+#: Set (to "1") while the book builds, when the book serves plotly.js itself.
 BOOK_BUILD_ENV = "ATTN_EDU_BOOK_BUILD"
 
 

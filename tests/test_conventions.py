@@ -206,3 +206,21 @@ def test_command_line_flags_say_block_q_and_block_k():
     assert not {"--block", "--block-m", "--block-n", "--json"} & flags
     gpu_bench = (ROOT / "scripts" / "gpu-bench.sh").read_text()
     assert not re.search(r"--block\b(?!-)|-m attn_edu.kernels", gpu_bench)
+
+
+def test_doc_comments_do_not_start_with_a_field_colon():
+    # napoleon reads "words: more" on the first line of a ``#:`` doc comment as "type:
+    # description", and the API page then prints "Type: words" (it did for BACKWARDS and
+    # decoding.GPUS); a colon outside code on that line, with text after it, is refused
+    code = re.compile(r"``.+?``|:[\w:.+-]+:`.+?`|`.+?`")
+    problems = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            text = line.strip()
+            if not text.startswith("#:") or (i and lines[i - 1].strip().startswith("#:")):
+                continue
+            first = code.sub("CODE", text[2:])
+            if re.search(r"(?<!:):(?!:)\s*\S", first):
+                problems.append(f"{path.relative_to(ROOT)}:{i + 1}: {text}")
+    assert not problems, "\n".join(problems)

@@ -140,7 +140,7 @@ def cuda_available() -> bool:
     return bool(attn_edu.HAS_CUDA)
 
 
-#: The GPU goals' shapes in a dry run on the CPU (Triton interpreter, float32): the code
+#: The GPU goals' shapes in a dry run on the CPU (Triton interpreter, float32), for the code
 #: path of the goals, not their numbers.
 DRY_RUN_GPU_GOALS = {"ns": (64,), "ds": (16,), "batch": 1, "heads": 1, "repeat": 2}
 

@@ -24,8 +24,8 @@ __all__ = ["GPU_SPECS", "PUBLISHED", "PUBLISHED_SWEEPS", "sweep_ratios", "roofli
 _MEMORY_AND_FP32 = {"H100 SXM": ("H100 SXM", 80, 67.0), "A100 SXM": ("A100 SXM 80GB", 80, 19.5),
                     "T4": ("T4", 16, 8.1)}
 
-#: Vendor peak figures (published datasheets, ``cite`` = their references.bib key; dense): bf16/fp16 tensor-core
-#: TFLOP/s and memory bandwidth in TB/s (from :data:`attn_edu.decoding.GPUS`), memory in GB and
+#: Vendor peak figures (published datasheets, ``cite`` = their references.bib key; dense), bf16/fp16
+#: tensor-core TFLOP/s and memory bandwidth in TB/s (from :data:`attn_edu.decoding.GPUS`), memory in GB and
 #: float32 (FMA) TFLOP/s. The T4 has no bfloat16; its float16 tensor-core peak is 65 TFLOP/s.
 GPU_SPECS: Dict[str, Dict[str, Any]] = {
     name: {"tflops": GPUS[key].flops_16bit / 1e12, "tb_per_s": GPUS[key].bandwidth / 1e12,

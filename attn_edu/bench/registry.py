@@ -50,7 +50,7 @@ class Impl:
     build: Callable[[BenchConfig], Callable]
     backend: Optional[str] = None  # e.g. the pinned SDPA backend
     devices: Tuple[str, ...] = ("cpu", "cuda")
-    #: ``flops(n, config)``: the FLOPs the row reports; None = dense attention_flops
+    #: ``flops(n, config)`` gives the FLOPs the row reports; None = dense attention_flops
     flops: Optional[Callable[[int, "BenchConfig"], int]] = None
 
 

@@ -44,7 +44,7 @@ __all__ = [
 # Re-bound here with a doc comment: autodoc documents a module's data only where it is assigned.
 #: The largest finite float8 e4m3 value (the "fn" variant, which has no infinities).
 FP8_E4M3_MAX = FP8_E4M3_MAX
-#: Published datasheet figures per GPU (:class:`GPUSpec`): H100 SXM5 and A100 SXM4 80 GB
+#: Published datasheet figures per GPU (:class:`GPUSpec`), H100 SXM5 and A100 SXM4 80 GB
 #: bfloat16 dense tensor-core peaks, T4 float16 mixed precision.
 GPUS = GPUS
 #: Published model configurations (:class:`ModelConfig`), from papers and released configurations.

@@ -47,7 +47,7 @@ class GPUSpec:
         return self.flops_16bit / self.bandwidth
 
 
-#: Published datasheet figures. H100 SXM5 and A100 SXM4 80 GB: bfloat16 dense tensor-core
+#: Published datasheet figures. H100 SXM5 and A100 SXM4 80 GB, bfloat16 dense tensor-core
 #: peak (the datasheets also print twice that "with sparsity"); T4: float16 mixed precision
 #: (it has no bfloat16).
 GPUS: Dict[str, GPUSpec] = {

@@ -19,9 +19,9 @@ except ImportError:  # pragma: no cover - no triton: the kernels cannot run, the
         def __init__(self, value: float) -> None:
             self.value = value
 
-#: log2(e): the kernels use exp2, so scores are scaled by it first.
+#: log2(e). The kernels use exp2, so scores are scaled by it first.
 LOG2E = constexpr(math.log2(math.e))
-#: ln(2): turns a base-2 log-sum-exp back into a natural log.
+#: ln(2), which turns a base-2 log-sum-exp back into a natural log.
 LN2 = constexpr(math.log(2.0))
 
 

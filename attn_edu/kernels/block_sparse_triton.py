@@ -469,7 +469,7 @@ def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
     return (out, lse) if return_lse else out
 
 
-#: (block_q, block_k, num_warps, num_stages) the report compiles: the default tile with
+#: (block_q, block_k, num_warps, num_stages) the report compiles, the default tile with
 #: its default launch, and the benchmark's 128 x 64 tile.
 AOT_CONFIGS = [(64, 64, 4, 3), (128, 64, 8, 3)]
 

@@ -512,14 +512,14 @@ FWD_CONFIGS_PRE_AMPERE = [
     (32, 32, 4, 1),
     (64, 32, 4, 1),
 ]
-#: Under TRITON_INTERPRET=1 every block is a NumPy call: small, fixed blocks, so
-#: that tests with L = 65 or 129 still cross several blocks and a ragged last one.
+#: Under TRITON_INTERPRET=1 every block is a NumPy call, so the blocks are small and fixed
+#: and tests with L = 65 or 129 still cross several blocks and a ragged last one.
 INTERPRET_BLOCK_M = 32
 INTERPRET_BLOCK_N = 32
-#: Backward blocks on a GPU: the dK/dV program holds BLOCK_N keys and streams BLOCK_M
+#: Backward blocks on a GPU. The dK/dV program holds BLOCK_N keys and streams BLOCK_M
 #: queries past them; the dQ program mirrors it (BLOCK_N queries, BLOCK_M keys per step).
 BWD_BLOCK_M_CUDA, BWD_BLOCK_N_CUDA, BWD_WARPS_CUDA, BWD_STAGES_CUDA = 32, 64, 4, 2
-#: Tried in order (BLOCK_M, BLOCK_N, num_warps, num_stages): the first that fits the GPU's
+#: Tried in order (BLOCK_M, BLOCK_N, num_warps, num_stages), the first that fits the GPU's
 #: shared memory is used. The second is for GPUs with 64 KiB per block (a T4) and head
 #: dimension 128, where the first needs ~100 KiB in float32 and ~80 KiB in float16; from
 #: compute capability 8.0 on the first always fits (:func:`backward_configs`).
@@ -605,7 +605,7 @@ def forward_configs(capability: Tuple[int, int], head_dim: int = 64,
             and forward_shared_memory(c, head_dim, dtype_bytes, cap >= TMA_MIN_CAPABILITY) <= shared_memory]
 
 
-#: What the forward's autotuner keys on: length *buckets* (powers of two), head dims,
+#: What the forward's autotuner keys on, length *buckets* (powers of two), head dims,
 #: causality, precision, TMA or pointer loads (Triton adds the dtypes itself).
 FWD_AUTOTUNE_KEY = ["LQ_BUCKET", "LK_BUCKET", "HEAD_DK", "HEAD_DV", "CAUSAL", "INPUT_PRECISION",
                     "USE_TMA"]
@@ -855,8 +855,8 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float
     return out, lse
 
 
-#: The backward's two schedules (``triton_attention(..., backward=...)``): ``"two_kernels"``,
-#: a dK/dV kernel and a dQ kernel, each program owning the rows it writes (7 matmuls per
+#: The backward's two schedules, chosen with ``triton_attention(..., backward=...)``.
+#: ``"two_kernels"``, a dK/dV kernel and a dQ kernel, each program owning the rows it writes (7 matmuls per
 #: tile pair, deterministic); ``"atomic_dq"``, FlashAttention-2's Algorithm 2: one kernel
 #: over key blocks adds dQ with float32 atomics (5 matmuls, dQ's rounding order varies).
 BACKWARDS = ("two_kernels", "atomic_dq")

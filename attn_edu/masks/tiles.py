@@ -40,7 +40,7 @@ __all__ = [
     "block_density",
 ]
 
-#: The default tile: 64 queries by 64 keys, for every function that takes ``block_q`` / ``block_k``.
+#: The default tile, 64 queries by 64 keys, for every function that takes ``block_q`` / ``block_k``.
 DEFAULT_BLOCK_Q = 64
 DEFAULT_BLOCK_K = 64
 
