@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test on a fresh Debian + Python 3.11 machine, no GPU needed:
-#   bash scripts/test.sh            # everything (about 12 minutes on 2 cores once .venv exists)
+#   bash scripts/test.sh            # everything (about 15 minutes on 2 cores once .venv exists)
 #   bash scripts/test.sh -m "not slow and not notebooks and not browser"   # the fast loop
 # Installs what is missing first: .venv (requirements.txt + attn_edu) and, for the browser
 # test, Debian's chromium (with apt-get when run as root). The browser test builds the book
