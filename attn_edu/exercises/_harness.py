@@ -21,7 +21,8 @@ import numpy as np
 
 from ..testing import to_numpy
 
-__all__ = ["Case", "Result", "CHECKERS", "checker", "run_cases", "compare_arrays", "describe"]
+__all__ = ["Case", "Result", "CHECKERS", "checker", "run_cases", "compare_arrays", "compare_parts",
+           "describe"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +159,22 @@ def compare_arrays(got: Any, expected: Any, atol: float = 1e-8, rtol: float = 1e
         idx = _first_bad(bad)
         return (f"at index {idx} expected {e[idx]:.6g}, got {g[idx]:.6g} "
                 f"(largest difference {float(err.max()):.3g})")
+    return None
+
+
+def compare_parts(got: Any, parts: Dict[str, Any], atol: float, rtol: float,
+                  dtype: Optional[str] = None) -> Optional[str]:
+    """None when ``got`` is a tuple of arrays equal to ``parts`` (name -> expected array, in
+    order) by :func:`compare_arrays`, each of ``dtype`` when one is given; otherwise a
+    sentence naming the part that differs (or saying the tuple has the wrong length)."""
+    names = tuple(parts)
+    if not isinstance(got, (tuple, list)) or len(got) != len(names):
+        kind = "a pair" if len(names) == 2 else "a tuple"
+        return f"expected {kind} ({', '.join(names)}), got {describe(got)}"
+    for name, value, want in zip(names, got, parts.values()):
+        complaint = _dtype_complaint(value, dtype) or compare_arrays(value, want, atol, rtol)
+        if complaint:
+            return f"{name}: {complaint}"
     return None
 
 

@@ -1,11 +1,11 @@
 """Chapter 09's self-checking exercise: one step of the online softmax."""
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import List
 
 import numpy as np
 
-from ._harness import Case, checker, compare_arrays, describe
+from ._harness import Case, checker, compare_parts, describe
 
 __all__ = ["check_online_softmax_update"]
 
@@ -20,18 +20,8 @@ def _gold_update(m: float, ell: float, A: np.ndarray, s: np.ndarray, v: np.ndarr
 
 
 def _judge(expected: tuple):
-    m_e, l_e, A_e = expected
-
-    def judge(got: Any) -> Optional[str]:
-        if not isinstance(got, (tuple, list)) or len(got) != 3:
-            return f"expected a tuple (m, ell, A), got {describe(got)}"
-        for name, g, e in (("m", got[0], m_e), ("ell", got[1], l_e), ("A", got[2], A_e)):
-            problem = compare_arrays(np.asarray(g, dtype=float), np.asarray(e), atol=1e-12, rtol=1e-10)
-            if problem:
-                return f"{name}: {problem}"
-        return None
-
-    return judge
+    parts = dict(zip(("m", "ell", "A"), expected))
+    return lambda got: compare_parts(got, parts, atol=1e-12, rtol=1e-10)
 
 
 @checker("online_softmax_update", chapter=9)
