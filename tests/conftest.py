@@ -49,11 +49,24 @@ if importlib.util.find_spec("torch") is not None:
     import torch
 
     CUDA = bool(torch.cuda.is_available())
+
+    class OnCuda(torch.Tensor):
+        """A CPU tensor that says it lives on GPU 0 (``x.as_subclass(OnCuda)``): enough for
+        the launchers' input checks and choices, never for a launch."""
+
+        @property
+        def device(self):
+            return torch.device("cuda", 0)
+
+        @property
+        def is_cuda(self):
+            return True
 if not CUDA:
     os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton (see above)
 
 #: Where torch tests run: the GPU when there is one, else the CPU (kernels interpreted).
 DEVICE = "cuda" if CUDA else "cpu"
+
 
 
 def rand(rng: np.random.Generator, *shape: int, dtype=np.float64) -> np.ndarray:

@@ -21,6 +21,7 @@ from attn_edu.kernels import block_sparse_triton as bst  # noqa: E402
 from attn_edu.kernels import flash_triton as ft  # noqa: E402
 from attn_edu.kernels import _targets  # noqa: E402
 from attn_edu.kernels._targets import cuda_dtype_problem  # noqa: E402
+from conftest import OnCuda  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -253,17 +254,9 @@ def test_shared_memory_estimate_matches_the_compiled_kernels():
         assert est - (ft.TMA_EXTRA_SHARED if hopper else est) <= r["shared"] <= est, r
 
 
-class _OnCuda(torch.Tensor):
-    """A CPU tensor that says it lives on a GPU: enough for the input checks."""
-
-    @property
-    def device(self):
-        return torch.device("cuda", 0)
-
-
 def test_block_sparse_refuses_bfloat16_before_compute_capability_8(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (7, 5))
-    q = torch.randn(1, 1, 32, 32, dtype=torch.bfloat16).as_subclass(_OnCuda)
+    q = torch.randn(1, 1, 32, 32, dtype=torch.bfloat16).as_subclass(OnCuda)
     with pytest.raises(TypeError) as err:
         bst.block_sparse_attention(q, q, q, torch.ones(32, 32, dtype=torch.bool))
     msg = str(err.value)

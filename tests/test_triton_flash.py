@@ -22,7 +22,7 @@ pytest.importorskip("triton")
 from attn_edu import kernels, masks, reference_torch  # noqa: E402
 from attn_edu.kernels import flash_triton as ft  # noqa: E402
 from attn_edu.testing import assert_close_to_reference  # noqa: E402
-from conftest import CUDA, DEVICE, raises_with, torch_qkv  # noqa: E402
+from conftest import CUDA, DEVICE, OnCuda, raises_with, torch_qkv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -195,8 +195,8 @@ def test_tma_compatible_follows_the_descriptor_rules():
 
 
 def test_launcher_picks_tma_only_on_hopper_for_compatible_tensors(monkeypatch):
-    q = torch.empty(1, 2, 16, 64, dtype=torch.float16).as_subclass(_OnCudaTensor)
-    odd = torch.empty(1, 2, 16, 20, dtype=torch.float16).as_subclass(_OnCudaTensor)
+    q = torch.empty(1, 2, 16, 64, dtype=torch.float16).as_subclass(OnCuda)
+    odd = torch.empty(1, 2, 16, 20, dtype=torch.float16).as_subclass(OnCuda)
     monkeypatch.setattr(ft, "_BUILT_INTERPRETED", False)
     for cap, expect in (((8, 0), False), ((8, 9), False), ((9, 0), True), ((10, 0), True)):
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, cap=cap: cap)
@@ -204,18 +204,6 @@ def test_launcher_picks_tma_only_on_hopper_for_compatible_tensors(monkeypatch):
         assert ft._use_tma(odd, odd, odd) is False
     monkeypatch.setattr(ft, "_BUILT_INTERPRETED", True)  # the interpreter: pointer loads by default
     assert ft._use_tma(q, q, q) is False
-
-
-class _OnCudaTensor(torch.Tensor):
-    """A CPU tensor that says it is on a GPU (for the launcher's choice only)."""
-
-    @property
-    def is_cuda(self):
-        return True
-
-    @property
-    def device(self):
-        return torch.device("cuda", 0)
 
 
 @pytest.mark.filterwarnings("ignore:All-NaN slice:RuntimeWarning")  # the interpreter's max

@@ -995,18 +995,17 @@ def aot_kernels() -> list:
     raw = lambda f: getattr(f, "fn", f)  # noqa: E731  (the autotuner wraps the jitted kernel)
     qkv = {"Q": "{dtype}", "K": "{dtype}", "V": "{dtype}"}
     units = ("stride_qd", "stride_kd", "stride_vd", "stride_od", "stride_dod")
+    dkdv = {**qkv, "DO": "{dtype}", "DK": "{dtype}", "DV": "{dtype}", "DQ": "fp32", "Lse": "fp32",
+            "Delta": "fp32"}  # both backward schedules launch the same dK/dV kernel
     return [
         AotKernel("forward", raw(_attn_fwd), {**qkv, "Out": "{dtype}", "Lse": "fp32"}, ("qk_scale",),
                   meta, forward_configs, unit_strides=units, needs_tma=True,
                   per_target=lambda cap: {"USE_TMA": tuple(cap) >= TMA_MIN_CAPABILITY}),
-        AotKernel("backward_dkdv", _attn_bwd_dkdv,
-                  {**qkv, "DO": "{dtype}", "DK": "{dtype}", "DV": "{dtype}", "DQ": "fp32", "Lse": "fp32",
-                   "Delta": "fp32"}, ("sm_scale",), meta, lambda cap, d: backward_configs(cap), unit_strides=units,
+        AotKernel("backward_dkdv", _attn_bwd_dkdv, dkdv, ("sm_scale",), meta,
+                  lambda cap, d: backward_configs(cap), unit_strides=units,
                   per_target=lambda cap: {"ATOMIC_DQ": False}),
-        AotKernel("backward_atomic_dq", _attn_bwd_dkdv,
-                  {**qkv, "DO": "{dtype}", "DK": "{dtype}", "DV": "{dtype}", "DQ": "fp32", "Lse": "fp32",
-                   "Delta": "fp32"}, ("sm_scale",), meta, atomic_backward_configs, unit_strides=units,
-                  per_target=lambda cap: {"ATOMIC_DQ": True}),
+        AotKernel("backward_atomic_dq", _attn_bwd_dkdv, dkdv, ("sm_scale",), meta,
+                  atomic_backward_configs, unit_strides=units, per_target=lambda cap: {"ATOMIC_DQ": True}),
         AotKernel("backward_dq", _attn_bwd_dq,
                   {**qkv, "DO": "{dtype}", "DQ": "{dtype}", "Lse": "fp32", "Delta": "fp32"},
                   ("sm_scale",), meta, dq_configs, unit_strides=units),

@@ -80,7 +80,7 @@ def _half_dtypes(target: str) -> List[str]:
     return ["bfloat16"] if TARGETS[target].bfloat16 else ["float16"]
 
 
-def _source(kernel: AotKernel, d: int, dtype: str, config, capability=(9, 0)):
+def _source(kernel: AotKernel, d: int, dtype: str, config, capability):
     from triton.compiler import ASTSource
 
     fn = kernel.fn
@@ -232,7 +232,7 @@ def format_rows(rows: Iterable[Dict[str, Any]]) -> str:
     names = {r["kernel"] for r in rows}
     if len(names) != 1:
         return "\n".join([_HEAD] + [_line(r) for r in rows])
-    width = len(_HEAD) - len(_HEAD[23:])  # the kernel column and its space
+    width = _HEAD.index("target")  # the kernel column and its space
     return "\n".join([f"kernel: {names.pop()}", _HEAD[width:]] + [_line(r)[width:] for r in rows])
 
 
