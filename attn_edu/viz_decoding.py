@@ -4,6 +4,8 @@
   attention workloads placed by their arithmetic intensity (a slider moves them);
 * :func:`draw_paged_cache` -- a :class:`~attn_edu.decoding.PagedKVCache`'s pool of pages
   and every sequence's block table (matplotlib);
+* :func:`draw_mla` -- multi-head latent attention's cache and its two ways to attend to it
+  (prefill rebuilds the heads, decode attends in latent space);
 * :func:`occupancy_explorer` -- which SMs a decode step keeps busy as the keys are split;
 * :func:`paged_memory_explorer` -- paged vs. contiguous memory of a batch, by page size;
 * :func:`quantization_figure` / :func:`quantization_explorer` -- attention error of a
@@ -23,10 +25,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import decoding
+from . import _checks, decoding
 from .viz import sweep_figure
 
-__all__ = ["roofline_figure", "roofline_explorer", "draw_paged_cache", "occupancy_explorer",
+__all__ = ["roofline_figure", "roofline_explorer", "draw_paged_cache", "draw_mla", "occupancy_explorer",
            "paged_memory_explorer", "quantization_figure", "quantization_explorer", "decode_bandwidth_figure"]
 
 Workloads = Sequence[Tuple[str, float]]  # (label, FLOPs per byte)
@@ -131,15 +133,74 @@ def draw_paged_cache(cache: "decoding.PagedKVCache", title: Optional[str] = None
     return fig
 
 
+# --------------------------------------------------------------------------- MLA
+def draw_mla(d_latent: int = 512, d_rope: int = 64, num_heads: int = 128, d_head: int = 128,
+             title: Optional[str] = None):
+    """Multi-head latent attention as a serving system runs it (matplotlib).
+
+    Left: what a token puts in the cache, the latent ``c_t`` (``d_latent`` numbers) and the
+    shared rotary key ``k^R_t`` (``d_rope``). Top right, prefill: every head's key and value
+    rebuilt from the latent (multi-head attention, keys of ``d_head + d_rope``). Bottom right,
+    decode: the query reassociated at run time into latent space, attention straight over
+    the cached ``[c, k^R]`` (multi-query attention, keys of ``d_latent + d_rope``), and the
+    up-projection applied to the latent output. The numbers come from the arguments
+    (DeepSeek-V2's by default). Returns a matplotlib Figure.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyBboxPatch
+
+    dc = _checks.check_length("d_latent", d_latent, minimum=1)
+    dr = _checks.check_length("d_rope", d_rope, minimum=1)
+    h = _checks.check_length("num_heads", num_heads, minimum=1)
+    dh = _checks.check_length("d_head", d_head, minimum=1)
+    fig, ax = plt.subplots(figsize=(11, 4.6), layout="constrained")
+
+    def box(x, y, w, hgt, text, colour):
+        ax.add_patch(FancyBboxPatch((x, y), w, hgt, boxstyle="round,pad=0.02,rounding_size=0.08",
+                                    facecolor=colour, edgecolor="0.3"))
+        ax.text(x + w / 2, y + hgt / 2, text, ha="center", va="center", fontsize=9)
+
+    def arrow(x0, y0, x1, y1):
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle="->", color="0.3"))
+
+    box(0.0, 2.0, 1.3, 0.8, "token $x_t$", "#eeeeee")
+    box(2.0, 3.0, 2.2, 0.9, f"$c_t = x_t W_{{DKV}}$\nlatent, {dc} numbers", "#c6dbef")
+    box(2.0, 1.0, 2.2, 0.9, f"$k^R_t = \\mathrm{{RoPE}}(x_t W_{{KR}})$\nrotary key, {dr} numbers", "#c6dbef")
+    ax.text(3.1, 0.55, f"cached per token and layer: {dc} + {dr} = {dc + dr}\n"
+                       f"(multi-head attention: 2 x {h} x {dh} = {2 * h * dh:,})",
+            ha="center", va="center", fontsize=9, weight="bold")
+    arrow(1.3, 2.5, 2.0, 3.4)
+    arrow(1.3, 2.3, 2.0, 1.5)
+    box(5.2, 3.0, 5.6, 1.4, "prefill (compute-bound): rebuild every head\n"
+                            f"$k_{{t,h}} = [c_t W_{{UK,h}},\\ k^R_t]$ ({dh} + {dr}),  $v_{{t,h}} = c_t W_{{UV,h}}$ ({dh})\n"
+                            f"multi-head attention over {h} heads of keys {dh + dr} wide", "#fde0c5")
+    box(5.2, 0.5, 5.6, 2.0, "decode (memory-bound): reassociate at run time\n"
+                            f"$\\tilde q_h = q^C_h W_{{UK,h}}^\\top$ ({dc} wide), then for every cached $t$\n"
+                            f"$s_{{t,h}} = (\\tilde q_h \\cdot c_t + q^R_h \\cdot k^R_t)\\,/\\sqrt{{{dh} + {dr}}}$\n"
+                            f"$o_h = (\\sum_t p_{{t,h}}\\, c_t)\\, W_{{UV,h}}$: multi-query attention,\n"
+                            f"one shared key head {dc + dr} wide for all {h} query heads", "#d9f0d3")
+    arrow(4.2, 3.5, 5.2, 3.7)
+    arrow(4.2, 3.3, 5.2, 1.8)
+    arrow(4.2, 1.4, 5.2, 3.3)
+    arrow(4.2, 1.3, 5.2, 1.3)
+    ax.set_xlim(-0.1, 11)
+    ax.set_ylim(0.1, 4.6)
+    ax.axis("off")
+    ax.set_title(title or "Multi-head latent attention: one cache, two ways to attend to it")
+    return fig
+
+
 # --------------------------------------------------------------------------- occupancy
 def occupancy_explorer(programs: int, lk: int, num_sms: int = 132, splits: Sequence[int] = (1, 2, 4, 8, 16, 32),
-                       columns: int = 12, title: Optional[str] = None):
+                       columns: int = 12, title: Optional[str] = None, block_k: int = 1):
     """Which SMs one decode step keeps busy when the keys are cut into ``s`` splits (slider).
 
     ``programs`` is the grid without splitting (``B * H_kv``); with ``s`` splits there are
-    ``programs * s`` programs, each reading ``ceil(lk / s)`` keys. Each frame colours the
-    ``num_sms`` SMs by how many programs they run in the first wave, and states the model's
-    time: waves x keys per program, if every SM reads at an equal share of the bandwidth.
+    ``programs * s`` programs, each reading ``ceil(lk / s)`` keys (rounded up to a multiple
+    of ``block_k``). Each frame colours the ``num_sms`` SMs by how many programs they run,
+    and states the model's time (:func:`attn_edu.decoding.split_waves`, the model the
+    Triton kernel's :func:`~attn_edu.kernels.decode_triton.choose_num_splits` minimises):
+    waves x keys per program, if every SM reads at an equal share of the bandwidth.
     """
     import plotly.graph_objects as go
 
@@ -151,11 +212,10 @@ def occupancy_explorer(programs: int, lk: int, num_sms: int = 132, splits: Seque
         per_sm[:num_sms] = [total // num_sms + (1 if i < total % num_sms else 0) for i in range(num_sms)]
         per_sm[num_sms:] = np.nan  # cells past the last SM
         busy = min(total, num_sms)
-        waves = math.ceil(total / num_sms)
-        keys = math.ceil(lk / s)
-        rel = waves * keys / lk
-        text = (f"{total} programs, {busy} of {num_sms} SMs busy ({busy / num_sms:.0%}),<br>"
-                f"{keys} keys each; model time x{rel:.2f} of one split")
+        waves, keys = decoding.split_waves(programs, lk, s, num_sms, block_k)
+        rel = waves * keys / decoding.split_waves(programs, lk, 1, num_sms, block_k)[1]
+        text = (f"{total} programs in {waves} wave(s), {busy} of {num_sms} SMs busy "
+                f"({busy / num_sms:.0%}),<br>{keys} keys each; model time x{rel:.3f} of one split")
         return [go.Heatmap(z=per_sm.reshape(rows, columns), zmin=0, zmax=max(2, programs * max(splits) // num_sms),
                            colorscale=[[0, "#f0f0f0"], [0.01, "#c6dbef"], [1, "#08306b"]],
                            colorbar=dict(title="programs", len=0.75, y=0.4), xgap=2, ygap=2,

@@ -3,7 +3,9 @@
 * :func:`ring_step_traces` / :func:`ring_step_figure` -- one step of ring attention: the
   score blocks each rank has computed, the ring and its transfers, the work per rank;
 * :func:`ring_figure` -- every step of both layouts (contiguous, zigzag) behind a slider
-  that works on the static page (:func:`attn_edu.viz.slider_figure`).
+  that works on the static page (:func:`attn_edu.viz.slider_figure`);
+* :func:`draw_ulysses` -- Ulysses' all-to-all: who holds which (positions, heads) block
+  before and after (matplotlib).
 
 plotly and the schedule (:func:`attn_edu.distributed.ring_schedule`, which imports torch)
 are imported inside the functions, so importing this module needs neither. Used by
@@ -17,7 +19,7 @@ import numpy as np
 
 from .viz import slider_figure
 
-__all__ = ["RANK_COLORS", "ring_step_traces", "ring_step_figure", "ring_figure"]
+__all__ = ["RANK_COLORS", "ring_step_traces", "ring_step_figure", "ring_figure", "draw_ulysses"]
 
 #: One colour per rank (Vega's palette), for the ring figures.
 RANK_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#9d755d")
@@ -162,3 +164,49 @@ def ring_figure(world_size: int = 4, causal: bool = True, layouts: Sequence[str]
     return fig
 
 
+
+
+def draw_ulysses(world_size: int = 4, num_heads: int = 8, title: Optional[str] = None):
+    """Ulysses' all-to-all as a picture: the (position chunk, head) blocks of one tensor
+    (Q, K, V or O), coloured by the rank that holds them, before (sequence shards: rank r
+    holds positions chunk r of every head) and after (head shards: rank r holds every
+    position of heads ``r H/P .. (r+1) H/P - 1``). Each rank keeps the ``1/P`` of its blocks
+    that stay and sends the rest, one share to every other rank. Returns a matplotlib Figure
+    (each block a Rectangle with gid ``"before-<chunk>-<head>"`` / ``"after-<chunk>-<head>"``).
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    from . import _checks
+
+    p = _checks.check_length("world_size", world_size, minimum=1)
+    h = _checks.check_length("num_heads", num_heads, minimum=1)
+    if p > len(RANK_COLORS):
+        raise ValueError(f"world_size must be at most {len(RANK_COLORS)} to draw; got {p}")
+    if h % p:
+        raise ValueError(f"num_heads must be divisible by world_size (Ulysses gives each rank H/P heads); "
+                         f"got num_heads={h}, world_size={p}")
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4), layout="constrained")
+    panels = (("before", "sequence shards: rank r holds positions chunk r", lambda i, j: i),
+              ("after", f"head shards: rank r holds all positions of {h // p} heads", lambda i, j: j // (h // p)))
+    for ax, (name, caption, owner) in zip(axes, panels):
+        for i in range(p):          # position chunk (rows, top = first positions)
+            for j in range(h):      # head (columns)
+                stays = i == j // (h // p)  # rank i holds it before and after: not sent
+                ax.add_patch(Rectangle((j, p - 1 - i), 0.94, 0.9, facecolor=RANK_COLORS[owner(i, j)],
+                                       edgecolor="black" if stays else "0.6", linewidth=2.0 if stays else 0.4,
+                                       gid=f"{name}-{i}-{j}"))
+        for r in range(p):
+            ax.text(-0.2, p - 1 - r + 0.45, f"L/P chunk {r}", ha="right", va="center", fontsize=8)
+        ax.set_xlim(-2.2, h + 0.1)
+        ax.set_ylim(-0.6, p + 0.2)
+        ax.text(h / 2, -0.35, "heads 0 .. H-1", ha="center", va="center", fontsize=8)
+        ax.set_title(caption, fontsize=10)
+        ax.axis("off")
+    fig.suptitle(title or f"Ulysses' all-to-all, P = {p} ranks, H = {h} heads: each rank keeps the 1/P of its "
+                          f"blocks outlined in black\nand sends the rest, one share to each other rank", fontsize=10)
+    for r in range(p):  # legend: one swatch per rank
+        axes[1].add_patch(Rectangle((h + 0.3, p - 1 - r + 0.2), 0.5, 0.5, facecolor=RANK_COLORS[r],
+                                    edgecolor="none", clip_on=False))
+        axes[1].text(h + 1.0, p - 1 - r + 0.45, f"rank {r}", va="center", fontsize=8, clip_on=False)
+    return fig

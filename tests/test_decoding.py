@@ -23,6 +23,59 @@ def qkv(b, hq, hkv, lq, lk, d=8, dv=5, seed=0, dtype=np.float64):
             rng.standard_normal((b, hkv, lk, dv)).astype(dtype))
 
 
+# --------------------------------------------------------------------------- split count vs. the model
+def test_split_waves_counts_waves_and_keys():
+    assert decoding.split_waves(8, 32768, 16, 132) == (1, 2048)
+    assert decoding.split_waves(8, 32768, 17, 132) == (2, 1928)
+    assert decoding.split_waves(8, 32768, 33, 132, multiple=64) == (2, 1024)
+    with pytest.raises(ValueError, match="num_sms"):
+        decoding.split_waves(8, 100, 2, 0)
+
+
+@pytest.mark.parametrize("programs,lk,block_k,num_sms", [
+    (8, 32768, 64, 132), (8, 100_000, 64, 132), (1, 4096, 16, 108), (32, 8192, 64, 132), (67, 65536, 64, 132),
+    (133, 10_000, 64, 132), (256, 100_000, 64, 132), (5, 300, 64, 40), (8, 0, 64, 132), (3, 10**6, 128, 40)])
+def test_kernel_split_rule_minimises_the_chapters_occupancy_model(programs, lk, block_k, num_sms):
+    """choose_num_splits (the Triton kernel's default) and split_waves (the occupancy model
+    chapter 13 draws) agree: the chosen count's modelled time is within SPLIT_TOLERANCE of
+    the best over every allowed count, and no smaller count gets there."""
+    pytest.importorskip("torch")
+    from attn_edu.kernels import decode_triton as dt
+
+    s = dt.choose_num_splits(programs, lk, block_k, num_sms)
+    allowed = range(1, min(max(1, -(-lk // block_k)), dt.MAX_SPLITS) + 1)
+    cost = {c: math.prod(decoding.split_waves(programs, lk, c, num_sms, block_k)) for c in allowed}
+    best = min(cost.values())
+    assert s in allowed and cost[s] <= (1 + dt.SPLIT_TOLERANCE) * best
+    assert all(cost[c] > (1 + dt.SPLIT_TOLERANCE) * best for c in allowed if c < s)
+
+
+def test_kernel_split_rule_fills_whole_waves_on_an_h100():
+    """Chapter 13's figure: 8 programs, 32,768 keys, 132 SMs -> 16 splits, one wave of 128
+    programs, half the modelled time of 17 splits (a second wave for 4 programs)."""
+    pytest.importorskip("torch")
+    from attn_edu.kernels import decode_triton as dt
+
+    block_k = dt.pick_config((9, 0), 128).block_k
+    s = dt.choose_num_splits(8, 32768, block_k, decoding.GPUS["H100 SXM"].sms)
+    assert s == 16 and decoding.split_waves(8, 32768, s, 132, block_k)[0] == 1
+    assert math.prod(decoding.split_waves(8, 32768, 17, 132, block_k)) > 1.8 * 2048
+
+
+def test_kernel_source_reads_the_kernels_without_running_them():
+    pytest.importorskip("torch")
+    from attn_edu.kernels import decode_triton as dt
+
+    text = dt.kernel_source("reduce")
+    assert "\ndef _reduce_kernel(" in text and "NUM_SPLITS" in text and "_split_kernel" not in text
+    part = dt.kernel_source("split", start="for ", stop="tl.store")
+    assert part.startswith("for ") and "tl.store" not in part
+    with pytest.raises(ValueError, match="kernel must be one of 'split', 'reduce'; got 'fwd'"):
+        dt.kernel_source("fwd")
+    with pytest.raises(ValueError, match="no line of the reduce kernel contains 'nope'"):
+        dt.kernel_source("reduce", start="nope")
+
+
 # --------------------------------------------------------------------------- split bounds
 @pytest.mark.parametrize("lk,splits,multiple", [(10, 4, 1), (5, 4, 1), (0, 3, 1), (1, 7, 1), (100, 3, 16),
                                                 (17, 2, 16), (64, 64, 1)])
@@ -507,3 +560,25 @@ def test_parallel_sampling_shares_the_prompt_and_copies_only_partial_pages(promp
     else:
         per_sample = -(-200 // page)
     assert r["shared"] == full + 8 * per_sample
+
+
+# --------------------------------------------------------------------------- chapter 13 without triton
+@pytest.mark.notebooks
+def test_chapter_13_runs_to_its_end_without_triton():
+    """Colab's CPU runtime has no triton: chapter 13 must explain and skip the kernel's cells
+    and run to its end. A first cell makes ``import triton`` fail as it would there."""
+    nbformat = pytest.importorskip("nbformat")
+    from pathlib import Path
+
+    from nbclient import NotebookClient
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "13_inference.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell("import sys\nsys.modules['triton'] = None  # import triton: ImportError"))
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "Skipped: this cell runs the Triton kernel" in text  # the kernel's check, skipped
+    assert "split-KV kernel (" not in text
+    assert "def _reduce_kernel(" in text  # its source is still printed, from the module file
+    assert "chunks of 80 keys: 2 of the 4 splits of the 90-key sequence are empty" in text
+    assert "int8 keys per channel / int8 values, per draw:" in text  # the optional sections ran too

@@ -145,10 +145,11 @@ def test_bad_inputs_get_clear_errors():
 def test_launch_choices():
     assert dt.block_m_for(1, 1) == 16 and dt.block_m_for(8, 3) == 32 and dt.block_m_for(32, 4) == 64
     # one (batch, K/V head) program on a 132-SM GPU: split into as many chunks as there are blocks
-    assert dt.choose_num_splits(8, 100_000, 64, 132) == 17  # ceil(132 / 8)
+    assert dt.choose_num_splits(8, 100_000, 64, 132) == 16  # 128 programs: one whole wave
     assert dt.choose_num_splits(8, 200, 64, 132) == 4  # no more splits than key blocks
-    assert dt.choose_num_splits(256, 100_000, 64, 132) == 1  # enough programs already
-    assert dt.choose_num_splits(1, 10**7, 16, 1000) == dt.MAX_SPLITS
+    assert dt.choose_num_splits(256, 100_000, 64, 132) == 1  # two waves already nearly full
+    assert dt.choose_num_splits(1, 10**7, 16, 1000, max_splits=8) == 8
+    assert dt.choose_num_splits(1, 10**7, 16, 1000) <= dt.MAX_SPLITS
     assert dt.pick_config(None, 128) == dt.INTERPRET_CONFIG
     assert dt.pick_config((7, 5), 128) == dt.DECODE_CONFIGS[75][0]
     assert dt.pick_config((8, 6), 64) == dt.DECODE_CONFIGS[80][1]

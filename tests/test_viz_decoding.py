@@ -57,13 +57,29 @@ def test_draw_paged_cache_shows_the_pool_and_every_block_table():
     assert "pool (4 free)" in texts and ax.get_title() == "t"
 
 
+def test_draw_mla_states_the_cache_and_both_forms_from_its_arguments():
+    fig = vd.draw_mla()
+    text = "\n".join(t.get_text() for t in fig.axes[0].texts)
+    assert "512 + 64 = 576" in text and "2 x 128 x 128 = 32,768" in text  # DeepSeek-V2
+    assert "prefill" in text and "decode" in text and "sqrt{128 + 64}" in text
+    assert "one shared key head 576 wide for all 128 query heads" in text
+    small = "\n".join(t.get_text() for t in vd.draw_mla(16, 4, 4, 8).axes[0].texts)
+    assert "16 + 4 = 20" in small and "2 x 4 x 8 = 64" in small
+    with pytest.raises(ValueError, match="d_rope"):
+        vd.draw_mla(d_rope=0)
+
+
 def test_occupancy_frames_count_programs_and_busy_sms():
     fig = vd.occupancy_explorer(programs=8, lk=1000, num_sms=20, splits=[1, 2, 4], columns=5)
     assert [f.name for f in fig.frames] == ["1", "2", "4"]
     for s, frame in zip([1, 2, 4], fig.frames):
         z = np.array(frame.data[0].z, dtype=float)
         assert np.nansum(z) == 8 * s and np.count_nonzero(np.nan_to_num(z)) == min(8 * s, 20)
-        assert f"{8 * s} programs" in frame.data[1].text[0]
+        assert f"{8 * s} programs in {-(-8 * s // 20)} wave(s)" in frame.data[1].text[0]
+    # the model time is decoding.split_waves's: 8 programs, 132 SMs, 16 vs 17 splits
+    fig = vd.occupancy_explorer(programs=8, lk=32768, num_sms=132, splits=[16, 17], block_k=64)
+    assert "x0.062 of one split" in fig.frames[0].data[1].text[0]
+    assert "in 2 wave(s)" in fig.frames[1].data[1].text[0]
 
 
 def test_paged_memory_frames_are_measured_on_a_real_cache():

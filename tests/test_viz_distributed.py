@@ -48,3 +48,23 @@ def test_ring_step_figure_and_its_errors():
         viz_distributed.ring_step_traces(3, step=3)
     with pytest.raises(ValueError, match="layout must be"):
         viz_distributed.ring_step_traces(3, "striped")
+
+
+@pytest.mark.parametrize("p,h", [(4, 8), (2, 2), (3, 6)])
+def test_draw_ulysses_colours_blocks_by_their_rank_before_and_after(p, h):
+    import matplotlib.colors as mcolors
+    import matplotlib.pyplot as plt
+
+    fig = viz_distributed.draw_ulysses(p, h)
+    blocks = {patch.get_gid(): patch for ax in fig.axes for patch in ax.patches if patch.get_gid()}
+    assert len(blocks) == 2 * p * h
+    for i in range(p):
+        for j in range(h):
+            before, after = blocks[f"before-{i}-{j}"], blocks[f"after-{i}-{j}"]
+            assert mcolors.to_hex(before.get_facecolor()) == viz_distributed.RANK_COLORS[i]  # chunk i: rank i
+            assert mcolors.to_hex(after.get_facecolor()) == viz_distributed.RANK_COLORS[j // (h // p)]
+    stay = [g for g, patch in blocks.items() if g.startswith("before") and patch.get_linewidth() > 1]
+    assert len(stay) == h  # 1/P of each rank's blocks stay: H/P per rank, H in all
+    plt.close(fig)
+    with pytest.raises(ValueError, match="num_heads must be divisible by world_size.*num_heads=6, world_size=4"):
+        viz_distributed.draw_ulysses(4, 6)

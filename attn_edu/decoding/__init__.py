@@ -28,10 +28,10 @@ from .ring import RingKVCache
 from .roofline import (GPUS, MODELS, GPUSpec, ModelConfig, arithmetic_intensity, attainable_flops,
                        attention_flops_bytes, decode_intensity, decode_step_time, kv_bytes_per_token,
                        kv_numbers_per_token)
-from .split_kv import chunk_size, merge_partials, split_bounds, split_kv_attention
+from .split_kv import chunk_size, merge_partials, split_bounds, split_kv_attention, split_waves
 
 __all__ = [
-    "split_kv_attention", "merge_partials", "split_bounds", "chunk_size",
+    "split_kv_attention", "merge_partials", "split_bounds", "chunk_size", "split_waves",
     "PagedKVCache", "PoolExhaustedError", "paged_vs_contiguous", "parallel_sampling_pages", "RingKVCache",
     "init_mla_params", "mla_cache_entries", "absorb_mla_params", "mla_attention",
     "quantize", "dequantize", "fake_quantize", "quantized_bytes_per_token", "attention_error",

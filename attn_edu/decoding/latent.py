@@ -136,10 +136,14 @@ def mla_attention(x_q: np.ndarray, c: np.ndarray, k_rope: np.ndarray, params: Pa
     r"""MLA for queries ``x_q`` (..., L_q, d_model) over cached ``c`` (..., L, d_c) and ``k_rope`` (..., L, d_R).
 
     ``absorbed=False`` rebuilds per-head keys (..., H, L, d_h + d_R) and values
-    (..., H, L, d_v) from the latent and runs multi-head attention; ``absorbed=True``
-    attends in latent space with the weights of :func:`absorb_mla_params`: one shared
-    key head ``[c, k_R]`` and value head ``c`` for all H query heads (grouped-query
-    attention with H_kv = 1). Both give the same (..., L_q, d_model) up to rounding.
+    (..., H, L, d_v) from the latent and runs multi-head attention (what serving systems do
+    in prefill); ``absorbed=True`` attends in latent space (what they do in decode): each
+    query is taken into latent space at run time, :math:`\tilde q_h = q_h W_{UK,h}^\top`,
+    attends to one shared key head ``[c, k_R]`` and value head ``c`` for all H query heads
+    (grouped-query attention with H_kv = 1), and its latent output is mapped back by
+    :math:`W_{UV,h}`. The weights stay factored (:func:`absorb_mla_params` folds them,
+    which costs more numbers than it saves when the query has its own latent). Both give
+    the same (..., L_q, d_model) up to rounding.
     ``q_positions`` (default: the last L_q positions, ``L - L_q .. L - 1``) place the
     queries for RoPE; ``causal`` is ``"bottom_right"`` by default (the queries are the
     newest tokens). The scale is :math:`1/\sqrt{d_h + d_R}`.
@@ -159,10 +163,12 @@ def mla_attention(x_q: np.ndarray, c: np.ndarray, k_rope: np.ndarray, params: Pa
         v = split_heads(c @ params["w_uv"], h)  # (..., H, L, d_v)
         o = scaled_dot_product_attention(q, k, v, causal=causal, scale=scale)  # (..., H, Lq, d_v)
         return merge_heads(o) @ params["w_o"]  # (..., Lq, d_model)
-    ab = absorb_mla_params(params, h)
-    q_lat = np.einsum("...qm,hmc->...hqc", x_q, ab["w_q_latent"])  # (..., H, Lq, d_c)
+    # decode's form: reassociate at run time (the weights stay factored, as servers keep them)
+    q_nope = split_heads(x_q @ params["w_q"], h)  # (..., H, Lq, d_h)
+    q_lat = np.einsum("...hqd,chd->...hqc", q_nope, params["w_uk"].reshape(dc, h, dh))  # q W_UK,h^T: (..., H, Lq, d_c)
     q = np.concatenate([q_lat, q_rope], axis=-1)  # (..., H, Lq, d_c+d_R)
     k = np.concatenate([c[..., None, :, :], k_r], axis=-1)  # (..., 1, L, d_c+d_R): the cache itself
     o_lat = scaled_dot_product_attention(q, k, c[..., None, :, :], causal=causal, scale=scale,
                                          enable_gqa=True)  # (..., H, Lq, d_c)
-    return np.einsum("...hqc,hcm->...qm", o_lat, ab["w_o_latent"])  # (..., Lq, d_model)
+    o = np.einsum("...hqc,chv->...hqv", o_lat, params["w_uv"].reshape(dc, h, dv))  # (..., H, Lq, d_v)
+    return merge_heads(o) @ params["w_o"]  # (..., Lq, d_model)

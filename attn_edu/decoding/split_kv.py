@@ -33,7 +33,7 @@ from .. import _checks, precision
 from .._checks import is_torch_tensor, uses_torch
 from ..flash import flash_attention
 
-__all__ = ["chunk_size", "split_bounds", "split_kv_attention", "merge_partials"]
+__all__ = ["chunk_size", "split_bounds", "split_waves", "split_kv_attention", "merge_partials"]
 
 Array = Any  # a NumPy array or a torch tensor
 
@@ -46,6 +46,27 @@ def chunk_size(lk: int, num_splits: int, multiple: int = 1) -> int:
     multiple = _checks.check_length("multiple", multiple, minimum=1)
     chunk = -(-lk // num_splits)  # ceil
     return max(multiple, -(-chunk // multiple) * multiple)
+
+
+def split_waves(programs: int, lk: int, num_splits: int, num_sms: int, multiple: int = 1) -> Tuple[int, int]:
+    """The occupancy model of a split-KV decode step: ``(waves, keys per program)``.
+
+    ``programs`` is the grid without splitting (``B * H_kv * row blocks``); with ``num_splits``
+    splits there are ``programs * num_splits`` programs, each reading :func:`chunk_size` keys.
+    ``num_sms`` run one program each at a time, so the programs run in
+    ``ceil(programs * num_splits / num_sms)`` waves. If every busy SM reads at an equal share
+    of the bandwidth, the step takes a time proportional to ``waves * keys``; a split count
+    that leaves the last wave nearly empty pays a whole wave for it.
+
+    >>> split_waves(8, 32768, 16, 132)     # 128 programs: one wave of 2048 keys each
+    (1, 2048)
+    >>> split_waves(8, 32768, 17, 132)     # 136 programs on 132 SMs: a second wave
+    (2, 1928)
+    """
+    programs = _checks.check_length("programs", programs, minimum=1)
+    num_sms = _checks.check_length("num_sms", num_sms, minimum=1)
+    keys = chunk_size(lk, num_splits, multiple)
+    return -(-programs * num_splits // num_sms), keys
 
 
 def split_bounds(lk: int, num_splits: int, multiple: int = 1) -> List[Tuple[int, int]]:

@@ -63,3 +63,23 @@ class AotKernel:
                   capability: Tuple[int, int]) -> Dict[str, Any]:
         """The compile-time constants for head dim ``d`` on a GPU of this capability."""
         return {**self.constexprs(d, dtype, config), **(self.per_target(capability) if self.per_target else {})}
+
+
+def kernel_text(kernels: Dict[str, Callable], kernel: str, start: Optional[str] = None,
+                stop: Optional[str] = None) -> str:
+    """The source of ``kernels[kernel]`` (a ``@triton.jit`` kernel or, without triton, the
+    plain function), from the first line containing ``start`` to before the next line
+    containing ``stop``, dedented: what a kernel module's ``kernel_source`` prints on a page.
+    """
+    import inspect
+    import textwrap
+
+    if kernel not in kernels:
+        raise ValueError(f"kernel must be one of {', '.join(map(repr, kernels))}; got {kernel!r}")
+    fn = kernels[kernel]
+    lines = inspect.getsource(getattr(fn, "fn", fn)).splitlines()  # a jitted kernel keeps .fn
+    i = 0 if start is None else next((n for n, line in enumerate(lines) if start in line), None)
+    if i is None:
+        raise ValueError(f"no line of the {kernel} kernel contains {start!r}")
+    j = next((n for n, line in enumerate(lines) if stop and n > i and stop in line), len(lines))
+    return textwrap.dedent("\n".join(lines[i:j]))

@@ -67,7 +67,7 @@ except ImportError:  # pragma: no cover - triton is in requirements.txt
 
 __all__ = ["split_kv_decode", "check_decode_inputs", "DecodeConfig", "DECODE_CONFIGS", "INTERPRET_CONFIG",
            "pick_config", "choose_num_splits", "block_m_for", "compile_specs", "SUPPORTED_DTYPES",
-           "MAX_HEAD_DIM", "MAX_SPLITS"]
+           "MAX_HEAD_DIM", "MAX_SPLITS", "SPLIT_TOLERANCE", "kernel_source"]
 
 #: dtypes the kernels take (bfloat16 only on compute capability >= 8.0, never interpreted).
 SUPPORTED_DTYPES = ("float16", "bfloat16", "float32")
@@ -75,6 +75,9 @@ SUPPORTED_DTYPES = ("float16", "bfloat16", "float32")
 MAX_HEAD_DIM = 128
 #: Most splits the reduction merges (its block of lse values).
 MAX_SPLITS = 128
+#: :func:`choose_num_splits` takes the fewest splits whose modelled time is within this
+#: fraction of the best split count's.
+SPLIT_TOLERANCE = 0.05
 
 
 # The mode the kernels below were built in (read once, when @triton.jit runs).
@@ -263,21 +266,46 @@ def block_m_for(group: int, lq: int) -> int:
 
 
 def choose_num_splits(programs: int, lk: int, block_k: int, num_sms: int, max_splits: int = MAX_SPLITS) -> int:
-    """How many ways to split the keys so that one wave of programs fills the GPU.
+    """How many ways to split the keys: the fewest splits that fill whole waves of SMs.
 
-    ``programs`` is what the grid has without splitting (``B * H_kv * row blocks``). With at
-    least ``num_sms`` of them, 1 (no split, no reduction). Otherwise the smallest count that
-    gives every SM a program, ``ceil(num_sms / programs)``, but no more splits than
-    ``BLOCK_N`` blocks of keys (each split gets at least one) nor than ``max_splits``.
+    ``programs`` is what the grid has without splitting (``B * H_kv * row blocks``). The
+    choice follows the occupancy model of :func:`attn_edu.decoding.split_waves`: a split
+    count ``s`` runs ``programs * s`` programs in ``ceil(programs * s / num_sms)`` waves, each
+    program reading a chunk of keys that starts on a ``block_k`` boundary, so the step takes
+    ``waves * chunk`` key reads per SM. The answer is the smallest ``s`` (from 1 to
+    ``max_splits``, and no more than there are ``block_k`` blocks of keys) whose modelled
+    time is within ``SPLIT_TOLERANCE`` of the best: more splits only add reduction work once
+    the waves are full. 8 programs on 132 SMs give 16 splits (128 programs, one wave), not
+    17 (136 programs: a second wave for 4 of them).
     """
+    from ..decoding.split_kv import split_waves  # the model the chapter draws
+
     programs = _checks.check_length("programs", programs, minimum=1)
     lk = _checks.check_length("lk", lk)
     block_k = _checks.check_length("block_k", block_k, minimum=1)
     num_sms = _checks.check_length("num_sms", num_sms, minimum=1)
-    if programs >= num_sms:
-        return 1
-    blocks = max(1, -(-lk // block_k))
-    return max(1, min(-(-num_sms // programs), blocks, max_splits))
+    max_splits = _checks.check_length("max_splits", max_splits, minimum=1)
+    candidates = range(1, min(max(1, -(-lk // block_k)), max_splits) + 1)
+    cost = {}
+    for s in candidates:  # modelled time: waves x keys per program
+        waves, keys = split_waves(programs, lk, s, num_sms, block_k)
+        cost[s] = waves * keys
+    best = min(cost.values())
+    return next(s for s in candidates if cost[s] <= (1 + SPLIT_TOLERANCE) * best)
+
+
+def kernel_source(kernel: str, start: Optional[str] = None, stop: Optional[str] = None) -> str:
+    """The source of one of this file's two kernels, or a stretch of it, to read on a page.
+
+    ``kernel`` is ``"split"`` (one chunk of keys for one K/V head's packed query rows) or
+    ``"reduce"`` (the merge of every chunk's state for one query row). With ``start`` the
+    text begins at the first line containing it; with ``stop`` it ends before the next line
+    containing that. Dedented. Read from this module's file, so it works without triton
+    installed (chapter 13 prints the reduction this way).
+    """
+    from ._shared import kernel_text
+
+    return kernel_text({"split": _split_kernel, "reduce": _reduce_kernel}, kernel, start, stop)
 
 
 def _pow2(n: int) -> int:
