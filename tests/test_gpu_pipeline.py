@@ -316,3 +316,59 @@ def test_gpu_marker_selects_the_kernel_and_cuda_only_tests():
     assert "tests/test_profiling.py" not in files
     assert {i.split("::")[1].split("[")[0] for i in ids if "test_reference_torch" in i} == {
         "test_cuda_matches_reference", "test_cuda_device_mismatch_and_sdpa_agreement"}
+
+
+def test_cuda_graph_timing_captures_once_and_replays_with_a_stand_in(monkeypatch):
+    # time_cuda_graph_ms: eager warm-up on a side stream, one capture, then replays each
+    # after an L2 flush, timed by events; the stand-ins log what would reach the GPU
+    import contextlib
+
+    torch = pytest.importorskip("torch")
+    cuda = _StandInCuda(monkeypatch, torch)
+    log, capturing = cuda.log, []
+
+    class Stream:
+        def wait_stream(self, other):
+            pass
+
+    class Graph:
+        def replay(self):
+            log.append("replay")
+
+    @contextlib.contextmanager
+    def graph(g):
+        capturing.append(True)
+        yield
+        capturing.pop()
+
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", Stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+    t = profiling.time_cuda_graph_ms(lambda x: log.append("capture" if capturing else f"eager {x}"), 7,
+                                     repeat=3, warmup=2)
+    assert log == ["eager 7", "eager 7", "capture", "replay", "sync"] + ["flush", "replay"] * 3 + ["sync"]
+    assert t.method == "cuda_graph" and t.repeat == 3 and t.warmup == 2 and t.host_ms is not None
+    with pytest.raises(ValueError, match="repeat"):
+        profiling.time_cuda_graph_ms(lambda: None, repeat=0)
+
+
+def test_readme_run_time_estimate_counts_the_autotune_configs():
+    # the README's table of forward compiles per GPU follows the autotuner's search space:
+    # five forward specializations (d = 64 non-causal and causal, d = 128, and the
+    # correctness step's ragged length, causal and not), four of them at d = 64
+    pytest.importorskip("torch")
+    import re
+
+    from attn_edu.kernels import flash_triton as ft
+    from attn_edu.kernels._targets import TARGETS
+
+    readme = (ROOT / "README.md").read_text()
+    assert "**estimated** from the compile counts, not measured" in readme
+    for example, arch in (("T4", "sm_75"), ("A100", "sm_80"), ("H100", "sm_90a")):
+        row = re.search(rf"^\| {example} \({arch}, \w+\) \| (\d+) / (\d+) \| (\d+) \|", readme, re.M)
+        assert row, f"README has no estimate row for the {example}"
+        t = TARGETS[arch]
+        n64, n128 = (len(ft.forward_configs(divmod(t.capability, 10), d, t.shared_memory, 2)) for d in (64, 128))
+        assert [int(x) for x in row.groups()] == [n64, n128, 4 * n64 + n128], example
