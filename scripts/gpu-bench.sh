@@ -173,6 +173,7 @@ else
   # the SDPA backends that run here in that dtype, best first (no flash on a T4)
   read -r -a SDPA_IMPLS <<< "$("$PY" -c "from attn_edu.bench import sdpa_backends
 print(' '.join('torch_sdpa_' + b for b in sdpa_backends('cuda', '$dt')))")"
+  [[ ${#SDPA_IMPLS[@]} -gt 0 ]] || SDPA_IMPLS=(torch_sdpa_math)  # the probe failed: the rows will say why
   SDPA_BEST=${SDPA_IMPLS[0]}
   DEV=(--device cuda --dtype "$dt" --batch 4 --heads 16)
   NS=(1024 2048 4096 8192 16384); NS_CAUSAL=(4096 8192 16384); DS=(64 128); REP=(--repeat 20 --warmup 3)

@@ -96,7 +96,7 @@ def gpu_half_dtype(device: Any = "cuda") -> str:
 SDPA_PREFERENCE = ("flash", "efficient", "math")
 #: The ``torch.nn.attention.SDPBackend`` member of each backend name (the registry's too).
 SDPA_BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "math": "MATH",
-              "cudnn": "CUDNN_ATTENTION"}
+                 "cudnn": "CUDNN_ATTENTION"}
 
 
 def _sdpa_runs(backend: str, device: str, dtype: str, d: int) -> bool:
