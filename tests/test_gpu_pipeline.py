@@ -68,6 +68,15 @@ def test_dry_run_runs_every_step_and_records_failures(dry_run_dir):
     assert all(r["reason"] == "error" for r in failed)
     timed = {r["impl"] for r in sweep["results"] if "median_ms" in r}
     assert {"triton", "torch_sdpa_flash", "torch_naive", "torch_flash"} <= timed
+    # the fields a GPU run fills: SDPA's best backend, the timer, the autotuner's choice
+    # (none under the interpreter), the host time (GPU only)
+    assert sweep["sdpa_backend"] == "flash" and sweep["config"]["dtype"] == "float32"
+    assert all(r["timer"] == "perf_counter" and r["host_median_ms"] is None
+               for r in sweep["results"] if "median_ms" in r)
+    assert all(r["autotune_config"] is None for r in sweep["results"] if r["impl"] == "triton")
+    (ratio,) = [g for g in gpu_goals if g["goal"] == "triton_over_sdpa_flash_tflops"]
+    assert ratio["details"]["sdpa_backend"] == "flash" and ratio["details"]["dtype"] == "float32"
+    assert all("autotune_config" in p for p in ratio["details"]["points"])
 
 
 def test_chapter_loaders_and_figures_read_the_dry_run(dry_run_dir, monkeypatch):
