@@ -341,3 +341,25 @@ def test_autotune_config_reads_the_kernels_choice_either_way():
     assert bench.autotune_config(types.SimpleNamespace()) is None
     if not bench.cuda_available():  # the interpreter tunes nothing
         assert bench.autotune_config() is None
+
+
+@pytest.mark.parametrize("capability, dtype", [((7, 5), "float16"), ((8, 0), "bfloat16")])
+def test_cli_sweeps_on_a_gpu_default_to_its_half_type(monkeypatch, capability, dtype):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability)
+    monkeypatch.setattr(bench.cli, "cuda_available", lambda: True)
+    seen = []
+    monkeypatch.setattr(bench.cli, "run_sweep", lambda impls, ns, config, **kw: seen.append(config) or {
+        "results": [], "skipped": {}, "device": {"name": "stand-in", "kind": "cuda"}, "date": "-"})
+    assert bench.cli.main(["--device", "cuda", "--impl", "triton", "--n", "64", "--no-progress"]) == 1
+    assert seen[0].dtype == dtype and seen[0].device == "cuda"
+    bench.cli.main(["--device", "cuda", "--dtype", "float32", "--impl", "triton", "--n", "64"])
+    assert seen[1].dtype == "float32"  # an explicit --dtype wins
+    bench.cli.main(["--impl", "numpy_naive", "--n", "64"])
+    assert seen[2].dtype == "float32"  # the CPU's default
+
+
+def test_correctness_needs_a_gpu_or_a_dry_run():
+    proc = _cli("--correctness")
+    if not bench.cuda_available():
+        assert proc.returncode == 2 and "--correctness checks the kernels on a CUDA GPU" in proc.stderr

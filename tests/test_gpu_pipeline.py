@@ -381,3 +381,25 @@ def test_readme_run_time_estimate_counts_the_autotune_configs():
         t = TARGETS[arch]
         n64, n128 = (len(ft.forward_configs(divmod(t.capability, 10), d, t.shared_memory, 2)) for d in (64, 128))
         assert [int(x) for x in row.groups()] == [n64, n128, 4 * n64 + n128], example
+
+
+@pytest.mark.skipif(bench.cuda_available(), reason="the dry run is the CPU's (the interpreter)")
+def test_correctness_step_runs_in_the_half_type_and_records_a_wrong_kernel(monkeypatch):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from attn_edu.kernels import flash_triton as ft
+
+    seen = []
+    real = ft.triton_attention_forward
+
+    def off_by_a_bit(q, k, v, causal=False):  # a forward that is wrong by 1e-2 where causal
+        seen.append(q.dtype)
+        out, lse = real(q, k, v, causal=causal)
+        return (out + 1e-2 if causal else out), lse
+
+    monkeypatch.setattr(ft, "triton_attention_forward", off_by_a_bit)
+    records, code = bench.gpu_correctness(dry_run=True, stream=open(os.devnull, "w"))
+    assert code == 1 and seen == [torch.float16] * 3  # the half type, never float32
+    assert [r["passed"] for r in records] == [True, False, False, True, True, True, True]
+    assert "exceeds the tolerance" in records[1]["error"] and records[0]["dtype"] == "float16"
+    assert all(r["max_error"] < 1e-2 for r in records if r["passed"])

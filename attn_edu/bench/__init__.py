@@ -31,6 +31,7 @@ Examples::
     python -m attn_edu.bench --list
     python -m attn_edu.bench --goals
     python -m attn_edu.bench --block-sparse --n 8192 16384 --out block_sparse.json
+    python -m attn_edu.bench --correctness     # every kernel vs float64, the GPU's half type
 
 One module per part, all reachable from here (``attn_edu.bench.X``):
 
