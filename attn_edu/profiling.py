@@ -3,8 +3,10 @@
 Three kinds of numbers, kept apart on purpose:
 
 * **measured** -- :func:`peak_memory` (bytes above the baseline at call time) and
-  :func:`time_ms` and :func:`time_interleaved_ms` (median and minimum time; CUDA events
-  on a GPU);
+  :func:`time_ms` and :func:`time_interleaved_ms` (median and minimum time; on a GPU
+  CUDA events with the L2 cache flushed before each call, as ``triton.testing.do_bench``,
+  and the host's time in the call beside it; :func:`time_cuda_graph_ms` replays a CUDA
+  graph for calls shorter than their launch);
 * **counted** -- :func:`attention_flops`, :func:`projection_flops` (matmul FLOPs, one
   multiply-add = 2 FLOPs, the convention of PyTorch, Triton and FlashAttention
   benchmarks);
@@ -51,6 +53,8 @@ __all__ = [
     "time_ms",
     "time_interleaved_ms",
     "Timing",
+    "L2_FLUSH_BYTES",
+    "time_cuda_graph_ms",
     "best_interleaved_ms",
     "attention_flops",
     "projection_flops",
@@ -177,37 +181,60 @@ def peak_memory(fn: Callable, *args: Any, device: Optional[str] = None, **kwargs
     return _peak_cuda(fn, args, kwargs)
 
 
+#: Bytes zeroed on the GPU before each timed call, so that no input is still in the L2
+#: cache (``triton.testing.do_bench`` zeroes the same 256 MB; an H100 has 50 MB of L2).
+L2_FLUSH_BYTES = 256 * 2**20
+
+
 class Timing(float):
     """Wall time of a call, in milliseconds. Its float value is the **median**.
 
     Attributes: ``median_ms``, ``min_ms``, ``times_ms`` (every timed run), ``repeat``,
-    ``warmup``. Being a float, ``time_ms(...) < 5`` and ``f"{t:.2f}"`` work directly.
+    ``warmup``, ``method`` (how it was timed: ``"perf_counter"`` on the CPU,
+    ``"cuda_events_l2_flushed"`` or ``"cuda_events"`` or ``"cuda_graph"`` on a GPU) and, on a
+    GPU, ``host_times_ms`` / ``host_ms`` (median): the time the host spent in each call,
+    launcher and input checks, without waiting for the GPU. When ``host_ms`` is close to
+    or above ``median_ms`` the GPU waited for the launch: the call is launch-bound and
+    :func:`time_cuda_graph_ms` measures the GPU's part. Being a float, ``time_ms(...) < 5``
+    and ``f"{t:.2f}"`` work directly.
     """
 
     median_ms: float
     min_ms: float
     times_ms: Tuple[float, ...]
     warmup: int
+    method: str
+    host_times_ms: Optional[Tuple[float, ...]]
 
-    def __new__(cls, times_ms: List[float], warmup: int) -> "Timing":
+    def __new__(cls, times_ms: List[float], warmup: int, method: str = "perf_counter",
+                host_times_ms: Optional[List[float]] = None) -> "Timing":
         med = statistics.median(times_ms)
         obj = super().__new__(cls, med)
         obj.median_ms = float(med)
         obj.min_ms = float(min(times_ms))
         obj.times_ms = tuple(float(t) for t in times_ms)
         obj.warmup = warmup
+        obj.method = method
+        obj.host_times_ms = None if host_times_ms is None else tuple(float(t) for t in host_times_ms)
         return obj
 
     def __reduce__(self):  # copy / deepcopy / pickle (plotly deep-copies figure data)
-        return (Timing, (list(self.times_ms), self.warmup))
+        host = None if self.host_times_ms is None else list(self.host_times_ms)
+        return (Timing, (list(self.times_ms), self.warmup, self.method, host))
 
     @property
     def repeat(self) -> int:
         return len(self.times_ms)
 
+    @property
+    def host_ms(self) -> Optional[float]:
+        """Median host time of a call in ms (GPU timings only; None on the CPU)."""
+        return None if self.host_times_ms is None else float(statistics.median(self.host_times_ms))
+
     def as_dict(self) -> Dict[str, Any]:
         return {"median_ms": self.median_ms, "min_ms": self.min_ms,
-                "times_ms": list(self.times_ms), "warmup": self.warmup}
+                "times_ms": list(self.times_ms), "warmup": self.warmup, "method": self.method,
+                "host_median_ms": self.host_ms}
 
     def __repr__(self) -> str:
         return f"Timing(median_ms={self.median_ms:.4g}, min_ms={self.min_ms:.4g}, repeat={self.repeat})"
@@ -223,8 +250,16 @@ def _timing_device(device, args, kwargs) -> Optional[str]:
     return "cpu"
 
 
+def _l2_flush_buffer():
+    """A CUDA buffer of :data:`L2_FLUSH_BYTES`; ``.zero_()`` evicts the L2 cache."""
+    import torch
+
+    return torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+
+
 def time_interleaved_ms(fns: Dict[str, Callable], *args: Any, repeat: int = 5, warmup: int = 1,
-                        device: Optional[str] = None, **kwargs: Any) -> Dict[str, Timing]:
+                        device: Optional[str] = None, l2_flush: bool = True,
+                        **kwargs: Any) -> Dict[str, Timing]:
     """Time several functions on the same arguments, interleaved: a, b, a, b, ...
 
     ``warmup`` untimed rounds, then ``repeat`` rounds of one call of each function; a
@@ -232,10 +267,15 @@ def time_interleaved_ms(fns: Dict[str, Callable], *args: Any, repeat: int = 5, w
     shared machine, clock changes and thermal drift hit every function alike, so their
     *ratio* is trustworthy even when the times wander.
 
-    On CUDA each call is bracketed by two ``torch.cuda.Event`` records and the events are
-    read after one final synchronisation: the time is what the GPU spent between them,
-    without the host's launch overhead (a ``perf_counter`` around a synchronised call
-    adds the launch, 10-20% of a 0.2 ms kernel). On the CPU, ``time.perf_counter``.
+    On CUDA it times as ``triton.testing.do_bench`` does, call by call: a 256 MB buffer is
+    zeroed before each call (``l2_flush=True``), so no call finds its inputs in the L2
+    cache left by the previous one (a 40 MB KV cache fits an H100's 50 MB L2), and the
+    call is bracketed by two ``torch.cuda.Event`` records read after one final
+    synchronisation: the time is what the GPU spent between them. The flush also gives
+    the host a head start, so a launch shorter than the flush is not in the GPU time; the
+    host's own time in each call (``perf_counter`` around the call, no synchronisation:
+    launcher and input checks) is kept beside it, ``Timing.host_ms``. On the CPU,
+    ``time.perf_counter``.
     """
     if not fns or not all(callable(f) for f in fns.values()):
         raise TypeError("fns must be a non-empty dict of callables")
@@ -249,16 +289,24 @@ def time_interleaved_ms(fns: Dict[str, Callable], *args: Any, repeat: int = 5, w
     if cuda:
         import torch
 
+        flush = _l2_flush_buffer() if l2_flush else None
+        host: Dict[str, List[float]] = {name: [] for name in fns}
         torch.cuda.synchronize()
         for _ in range(repeat):
             for name, fn in fns.items():
+                if flush is not None:
+                    flush.zero_()
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
+                t0 = time.perf_counter()
                 fn(*args, **kwargs)
+                host[name].append((time.perf_counter() - t0) * 1e3)
                 end.record()
                 marks[name].append((start, end))
         torch.cuda.synchronize()
-        return {name: Timing([s.elapsed_time(e) for s, e in ev], warmup) for name, ev in marks.items()}
+        method = "cuda_events_l2_flushed" if l2_flush else "cuda_events"
+        return {name: Timing([s.elapsed_time(e) for s, e in ev], warmup, method, host[name])
+                for name, ev in marks.items()}
     for _ in range(repeat):
         for name, fn in fns.items():
             t0 = time.perf_counter()
@@ -268,20 +316,55 @@ def time_interleaved_ms(fns: Dict[str, Callable], *args: Any, repeat: int = 5, w
 
 
 def time_ms(fn: Callable, *args: Any, repeat: int = 5, warmup: int = 1, device: Optional[str] = None,
-            **kwargs: Any) -> Timing:
+            l2_flush: bool = True, **kwargs: Any) -> Timing:
     """Time of ``fn(*args, **kwargs)`` in ms: a :class:`Timing` (a float = the median).
 
     ``warmup`` untimed calls first (caches, lazy initialisation, kernel compilation), then
     ``repeat`` timed calls: with ``time.perf_counter`` on the CPU, with CUDA events around
     each call on a GPU (``device="cuda"``, or torch tensors on a GPU among the arguments),
-    which measure the GPU's work without the launch overhead. The median resists the odd
-    slow run of a shared machine; the minimum is the best case. Several functions to
-    compare: :func:`time_interleaved_ms`.
+    the L2 cache flushed before each (``l2_flush``) and the host's time in the call kept
+    beside the GPU's (:func:`time_interleaved_ms`). The median resists the odd slow run
+    of a shared machine; the minimum is the best case. Several functions to compare:
+    :func:`time_interleaved_ms`.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable; got {type(fn).__name__}")
     return time_interleaved_ms({"fn": fn}, *args, repeat=repeat, warmup=warmup, device=device,
-                               **kwargs)["fn"]
+                               l2_flush=l2_flush, **kwargs)["fn"]
+
+
+def time_cuda_graph_ms(fn: Callable, *args: Any, repeat: int = 20, warmup: int = 2,
+                       l2_flush: bool = True, **kwargs: Any) -> Timing:
+    """GPU time of ``fn(*args, **kwargs)`` replayed from a CUDA graph, in ms (a :class:`Timing`).
+
+    For calls shorter than their launch (a decoding step over a short KV cache, a small
+    forward): ``warmup`` eager calls (compiles, autotunes), one capture into a
+    ``torch.cuda.CUDAGraph``, then ``repeat`` replays, each after an L2 flush and bracketed
+    by CUDA events. A replay launches every kernel of the call from the driver, with no
+    Python in between, so the time is the GPU's work (as ``triton.testing.do_bench_cudagraph``
+    measures it). The call must be capturable: no host synchronisation (``.item()``,
+    ``int(tensor)``), no allocation that differs between calls. The ``host_times_ms`` are
+    the host's time to launch each replay. CUDA only.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable; got {type(fn).__name__}")
+    repeat = check_positive_int("repeat", repeat)
+    warmup = _checks.check_length("warmup", warmup)
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm up on a side stream, as capture requires
+        for _ in range(warmup):
+            fn(*args, **kwargs)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn(*args, **kwargs)
+    replay = graph.replay
+    timing = time_interleaved_ms({"graph": replay}, repeat=repeat, warmup=1, device="cuda",
+                                 l2_flush=l2_flush)["graph"]
+    return Timing(list(timing.times_ms), warmup, "cuda_graph", list(timing.host_times_ms))
 
 
 def best_interleaved_ms(calls: Dict[Any, Callable[[], Any]], rounds: int = 3,

@@ -12,7 +12,10 @@
   modules import them: ``from conftest import qkv``.
 * **Markers** (registered in ``pyproject.toml``): ``slow`` (more than a few seconds),
   ``notebooks`` (executes the chapters), ``browser`` (builds the book, opens it in
-  Chromium). The fast loop is ``pytest -m "not slow and not notebooks and not browser"``.
+  Chromium), ``gpu`` (CUDA code: every test of the kernel modules in
+  :data:`GPU_TEST_MODULES`, marked here, and the CUDA-only tests, which skip without a
+  GPU; ``bash scripts/gpu-bench.sh --check`` runs ``pytest -m gpu`` on a GPU). The fast
+  loop is ``pytest -m "not slow and not notebooks and not browser"``.
 
 * **Fixtures.** ``numpy_only_venv``: the python of a virtual environment with NumPy only
   (the test environment's NumPy version, setuptools to build attn_edu, pytest and
@@ -67,6 +70,16 @@ if not CUDA:
 #: Where torch tests run: the GPU when there is one, else the CPU (kernels interpreted).
 DEVICE = "cuda" if CUDA else "cpu"
 
+
+
+#: Test modules whose every test exercises a Triton kernel: marked ``gpu`` at collection.
+GPU_TEST_MODULES = ("test_triton_flash.py", "test_triton_decode.py", "test_block_sparse_triton.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in GPU_TEST_MODULES:
+            item.add_marker(pytest.mark.gpu)
 
 
 def rand(rng: np.random.Generator, *shape: int, dtype=np.float64) -> np.ndarray:

@@ -242,3 +242,124 @@ def test_decode_sweep_records_a_labelled_cpu_dry_run():
         assert r["gb_per_s"] == pytest.approx(r["kv_bytes"] / (r["median_ms"] * 1e-3) / 1e9)
     assert bench.recorded_decode_results("cuda") == [d for d in bench.recorded_decode_results()
                                                      if d["device"]["kind"] == "cuda"]
+
+
+# ------------------------------------------------ the GPU's dtype and SDPA backend (issue: a T4)
+@pytest.mark.parametrize("capability, expected", [((7, 5), "float16"), ((8, 0), "bfloat16"),
+                                                  ((8, 6), "bfloat16"), ((9, 0), "bfloat16")])
+def test_gpu_half_dtype_follows_the_compute_capability(monkeypatch, capability, expected):
+    torch = pytest.importorskip("torch")
+    seen = []
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: seen.append(a) or capability)
+    assert bench.gpu_half_dtype() == expected == bench.gpu_half_dtype(torch.device("cuda", 1))
+    assert seen[-1] == (torch.device("cuda", 1),)  # the capability of the device asked about
+    assert bench.default_dtype() == expected  # the block-sparse benchmark's, the same rule
+    assert bench.gpu_half_dtype("cpu") == "float16"  # the interpreter takes no bfloat16
+    with pytest.raises(ValueError, match="device must be"):
+        bench.gpu_half_dtype("tpu")
+
+
+def _fake_gpu(monkeypatch, capability, runs):
+    """A GPU of ``capability`` on which the SDPA backends in ``runs`` run; the goals' timing
+    replaced by fixed times (the code path, not a measurement)."""
+    torch = pytest.importorskip("torch")
+    built = []
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability)
+    monkeypatch.setattr(bench.goals, "cuda_available", lambda: True)
+    monkeypatch.setattr(bench.env, "_sdpa_runs", lambda backend, device, dtype, d: backend in runs)
+
+    def build(name, cfg):
+        built.append((name, cfg.dtype, cfg.device))
+        return None, None
+
+    monkeypatch.setattr(bench.goals, "build_impl", build)
+    monkeypatch.setattr(bench.goals, "_ratio_point", lambda fns, cfg, n, repeat: {
+        f"{k}_ms": t for k, t in zip(fns, (2.0, 3.0))})
+    monkeypatch.setattr(bench.goals, "autotune_config", lambda: {"_attn_fwd": {"BLOCK_M": 64}})
+    return built
+
+
+@pytest.mark.parametrize("capability, runs, dtype, backend", [
+    ((7, 5), ("efficient", "math"), "float16", "efficient"),  # a T4: no flash backend, no bf16
+    ((9, 0), ("flash", "efficient", "math"), "bfloat16", "flash"),
+])
+def test_gpu_goals_pick_the_half_type_and_the_best_sdpa_backend(monkeypatch, capability, runs, dtype,
+                                                                 backend):
+    built = _fake_gpu(monkeypatch, capability, runs)
+    (g,) = bench.goal_gpu_triton_vs_sdpa(ns=(256,), ds=(64,), batch=1, heads=1, repeat=1)
+    assert g["details"]["dtype"] == dtype and g["details"]["sdpa_backend"] == backend
+    (point,) = g["details"]["points"]
+    assert point["sdpa_backend"] == backend and point["autotune_config"] == {"_attn_fwd": {"BLOCK_M": 64}}
+    assert g["measured"] == 1.5 and json.loads(json.dumps(g)) == g  # recorded as JSON
+    assert built == [("triton", dtype, "cuda"), (f"torch_sdpa_{backend}", dtype, "cuda")]
+    built.clear()
+    (c,) = bench.goal_gpu_causal_speedup(n=256, d=64, batch=1, heads=1, repeat=1)
+    assert c["details"]["dtype"] == dtype and {b[1] for b in built} == {dtype}
+
+
+def test_sdpa_backends_are_probed_best_first(monkeypatch):
+    pytest.importorskip("torch")
+    assert bench.SDPA_PREFERENCE == ("flash", "efficient", "math")
+    # on this CPU: PyTorch's CPU flash kernel and math run, the CUDA-only efficient one does not
+    assert bench.sdpa_backends("cpu", "float32") == ["flash", "math"]
+    asked = []
+    monkeypatch.setattr(bench.env, "_sdpa_runs", lambda b, dev, dt, d: asked.append((b, dt, d)) or b == "math")
+    assert bench.best_sdpa_backend("cpu", "float16", 128) == "math"
+    assert asked == [(b, "float16", 128) for b in bench.SDPA_PREFERENCE]
+    monkeypatch.setattr(bench.env, "_sdpa_runs", lambda *a: False)
+    assert bench.best_sdpa_backend("cpu", "float32") is None
+
+
+def test_sweeps_record_the_sdpa_backend_and_the_timer():
+    pytest.importorskip("torch")
+    cfg = bench.BenchConfig(d=16)
+    doc = bench.run_sweep(["torch_sdpa_math", "numpy_naive"], [32], cfg, repeat=1, progress=False)
+    assert doc["sdpa_backend"] == "flash"  # best backend on this device for float32, d = 16
+    assert all(r["timer"] == "perf_counter" and r["host_median_ms"] is None for r in doc["results"])
+    assert bench.run_sweep(["numpy_naive"], [32], cfg, repeat=1, progress=False)["sdpa_backend"] is None
+
+
+class _Config:  # what triton.Config carries
+    def __init__(self, **kwargs):
+        self.kwargs, self.num_warps, self.num_stages = kwargs, 4, 3
+
+
+def test_autotune_config_reads_the_kernels_choice_either_way():
+    import types
+
+    tuned = types.SimpleNamespace(configs=[1, 2], best_config=_Config(BLOCK_M=128, BLOCK_N=64))
+    untuned = types.SimpleNamespace(configs=[1, 2], best_config=None)
+    module = types.SimpleNamespace(_attn_fwd=tuned, _attn_bwd=untuned, other=3)
+    want = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+    assert bench.autotune_config(module) == {"_attn_fwd": want}  # read off Triton's autotuners
+    module.chosen_config = lambda: _Config(BLOCK_M=32, BLOCK_N=32)  # the kernel module says it
+    assert bench.autotune_config(module) == {"forward": {**want, "BLOCK_M": 32, "BLOCK_N": 32}}
+    module.chosen_config = lambda: {"forward": (64, 64, 4, 2), "backward": {"BLOCK_M": 32}}
+    assert bench.autotune_config(module) == {"forward": [64, 64, 4, 2], "backward": {"BLOCK_M": 32}}
+    module.chosen_config = lambda kernel: None  # a signature it does not know: the autotuners
+    assert bench.autotune_config(module) == {"_attn_fwd": want}
+    assert bench.autotune_config(types.SimpleNamespace()) is None
+    if not bench.cuda_available():  # the interpreter tunes nothing
+        assert bench.autotune_config() is None
+
+
+@pytest.mark.parametrize("capability, dtype", [((7, 5), "float16"), ((8, 0), "bfloat16")])
+def test_cli_sweeps_on_a_gpu_default_to_its_half_type(monkeypatch, capability, dtype):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability)
+    monkeypatch.setattr(bench.cli, "cuda_available", lambda: True)
+    seen = []
+    monkeypatch.setattr(bench.cli, "run_sweep", lambda impls, ns, config, **kw: seen.append(config) or {
+        "results": [], "skipped": {}, "device": {"name": "stand-in", "kind": "cuda"}, "date": "-"})
+    assert bench.cli.main(["--device", "cuda", "--impl", "triton", "--n", "64", "--no-progress"]) == 1
+    assert seen[0].dtype == dtype and seen[0].device == "cuda"
+    bench.cli.main(["--device", "cuda", "--dtype", "float32", "--impl", "triton", "--n", "64"])
+    assert seen[1].dtype == "float32"  # an explicit --dtype wins
+    bench.cli.main(["--impl", "numpy_naive", "--n", "64"])
+    assert seen[2].dtype == "float32"  # the CPU's default
+
+
+def test_correctness_needs_a_gpu_or_a_dry_run():
+    proc = _cli("--correctness")
+    if not bench.cuda_available():
+        assert proc.returncode == 2 and "--correctness checks the kernels on a CUDA GPU" in proc.stderr

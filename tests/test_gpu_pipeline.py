@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -27,6 +28,7 @@ def dry_run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu_bench_dry_run")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(ROOT)
+    env["PYTHON"] = sys.executable
     res = subprocess.run(["bash", "scripts/gpu-bench.sh", "--dry-run", str(out)], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=600)
     return out, res
@@ -37,12 +39,15 @@ def test_dry_run_runs_every_step_and_records_failures(dry_run_dir):
     log = (out / "gpu-bench.log").read_text().splitlines()
     # every step ran although the goals miss (n = 256 on a CPU) and a backend fails
     assert [line.split(" exit=")[0] for line in log] == [
+        "correctness: every kernel against float64, in the GPU's half type",
         "goals (ratios measured side by side)", "sweep d=16", "causal sweep",
         "block-sparse kernel vs dense and FlexAttention",
         "decoding (L_q = 1): split-KV Triton kernel vs SDPA over the KV-cache length"], \
         res.stdout[-3000:] + res.stderr[-3000:]
     assert "Traceback" not in res.stdout + res.stderr, res.stderr[-3000:]
     assert res.returncode == 1  # a step reported a missed goal / failed point
+    assert log[0].endswith("exit=0")  # the kernels pass in the half type (float16 interpreted)
+    assert "kernels against float64, float16" in res.stdout and "FAIL" not in res.stdout.split("==> goals")[0]
     names = sorted(p.name for p in out.glob("*.json"))
     assert names == ["block_sparse_dry-run-cpu.json", "goals_dry-run-cpu.json",
                      "gpu_dry-run-cpu_d16.json", "gpu_dry-run-cpu_d16_causal.json"]
@@ -63,6 +68,15 @@ def test_dry_run_runs_every_step_and_records_failures(dry_run_dir):
     assert all(r["reason"] == "error" for r in failed)
     timed = {r["impl"] for r in sweep["results"] if "median_ms" in r}
     assert {"triton", "torch_sdpa_flash", "torch_naive", "torch_flash"} <= timed
+    # the fields a GPU run fills: SDPA's best backend, the timer, the autotuner's choice
+    # (none under the interpreter), the host time (GPU only)
+    assert sweep["sdpa_backend"] == "flash" and sweep["config"]["dtype"] == "float32"
+    assert all(r["timer"] == "perf_counter" and r["host_median_ms"] is None
+               for r in sweep["results"] if "median_ms" in r)
+    assert all(r["autotune_config"] is None for r in sweep["results"] if r["impl"] == "triton")
+    (ratio,) = [g for g in gpu_goals if g["goal"] == "triton_over_sdpa_flash_tflops"]
+    assert ratio["details"]["sdpa_backend"] == "flash" and ratio["details"]["dtype"] == "float32"
+    assert all("autotune_config" in p for p in ratio["details"]["points"])
 
 
 def test_chapter_loaders_and_figures_read_the_dry_run(dry_run_dir, monkeypatch):
@@ -197,32 +211,195 @@ def test_memory_model_matches_the_tensors_allocated():
     assert len(fig.data) == 2 + len({g["memory_gb"] for g in bench.GPU_SPECS.values()})
 
 
+class _StandInCuda:
+    """torch.cuda's timing parts on the CPU: Events read the CPU clock, ``synchronize`` and
+    the L2 flush buffer's ``zero_`` write to ``log``."""
+
+    def __init__(self, monkeypatch, torch):
+        import time
+
+        self.log = []
+        log = self.log
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                assert enable_timing
+                self.t = None
+
+            def record(self):
+                self.t = time.perf_counter()
+
+            def elapsed_time(self, end):
+                assert "sync" in log, "events read before torch.cuda.synchronize()"
+                return (end.t - self.t) * 1e3
+
+        class Flush:
+            def zero_(self):
+                log.append("flush")
+
+        monkeypatch.setattr(torch.cuda, "Event", Event)
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: log.append("sync"))
+        monkeypatch.setattr(profiling, "_l2_flush_buffer", Flush)
+
+
 def test_cuda_event_timing_path_with_a_cpu_stand_in(monkeypatch):
-    # the GPU branch of the timer (events recorded around each call, read after one final
-    # synchronisation), run with a stand-in Event that reads the CPU clock
+    # the GPU branch of the timer (an L2 flush before each call, events recorded around it,
+    # read after one final synchronisation), run with stand-ins that read the CPU clock
     import time
 
     torch = pytest.importorskip("torch")
+    cuda = _StandInCuda(monkeypatch, torch)
+    log = cuda.log
 
-    class StandInEvent:
-        def __init__(self, enable_timing=False):
-            assert enable_timing
-            self.t = None
+    def slow():
+        log.append("s")
+        time.sleep(0.004)  # the host is busy in the call: host time ~ 4 ms
 
-        def record(self):
-            self.t = time.perf_counter()
-
-        def elapsed_time(self, end):
-            assert synced, "events read before torch.cuda.synchronize()"
-            return (end.t - self.t) * 1e3
-
-    synced = []
-    monkeypatch.setattr(torch.cuda, "Event", StandInEvent)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: synced.append(True))
-    order = []
-    t = profiling.time_interleaved_ms({"slow": lambda: (order.append("s"), time.sleep(0.004)),
-                                       "fast": lambda: order.append("f")},
+    t = profiling.time_interleaved_ms({"slow": slow, "fast": lambda: log.append("f")},
                                       repeat=3, warmup=1, device="cuda")
-    assert order == ["s", "f"] * 4 and len(synced) == 2  # before and after the timed rounds
+    # warm-up round, sync, then every timed call after its own flush, then one sync
+    assert log == ["s", "f", "sync"] + ["flush", "s", "flush", "f"] * 3 + ["sync"]
     assert t["slow"].min_ms >= 3.5 > t["fast"].median_ms
-    assert profiling.time_ms(lambda: None, repeat=2, device="cuda").repeat == 2
+    assert t["slow"].method == "cuda_events_l2_flushed" and len(t["slow"].host_times_ms) == 3
+    assert t["slow"].host_ms >= 3.5 > t["fast"].host_ms  # the host's time, beside the GPU's
+    assert t["slow"].as_dict()["host_median_ms"] == t["slow"].host_ms
+    log.clear()
+    u = profiling.time_ms(lambda: log.append("x"), repeat=2, warmup=0, device="cuda", l2_flush=False)
+    assert log == ["sync", "x", "x", "sync"] and u.repeat == 2 and u.method == "cuda_events"
+    cpu = profiling.time_ms(lambda: None, repeat=2)
+    assert cpu.method == "perf_counter" and cpu.host_ms is None
+
+
+def test_sweep_rows_and_decode_record_gpu_and_host_times(monkeypatch):
+    # what lands in the JSON on a GPU, with the stand-in timer: the method and the host time
+    torch = pytest.importorskip("torch")
+    cuda = _StandInCuda(monkeypatch, torch)
+    monkeypatch.setattr(bench.sweep, "environment", lambda device: {"device": {"kind": device, "name": "stand-in"}})
+    bench.register_impl("test_cuda_copy", "numpy", lambda cfg: (lambda q, k, v: v.copy()), "a copy")
+    try:
+        cfg = bench.BenchConfig(d=4, device="cuda")
+        row = bench.run_one("test_cuda_copy", 16, cfg, repeat=2, warmup=1)
+        doc = bench.run_sweep(["test_cuda_copy"], [8, 16], cfg, repeat=2, progress=False, interleave=True)
+    finally:
+        del bench.REGISTRY["test_cuda_copy"]
+    assert cuda.log.count("flush") == 2 + 4  # one per timed call
+    for r in [row] + doc["results"]:
+        assert r["timer"] == "cuda_events_l2_flushed" and r["host_median_ms"] > 0
+        assert json.loads(json.dumps(r))["host_median_ms"] == r["host_median_ms"]
+
+
+def _gpu_bench_check(tmp_path):
+    # the interpreter is the active virtual environment's, not a `python` found on PATH
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # stands for the venv's python
+    python.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "TRITON_INTERPRET")}
+    env.update(VIRTUAL_ENV=str(venv), PATH="/usr/bin:/bin", PYTHONPATH=str(ROOT))
+    return subprocess.run(["bash", "scripts/gpu-bench.sh", "--check"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(bench.cuda_available(), reason="on a GPU --check goes on to the GPU tests")
+def test_check_says_there_is_no_gpu_and_fails(tmp_path):
+    pytest.importorskip("torch")
+    res = _gpu_bench_check(tmp_path)
+    out = res.stdout
+    assert res.returncode == 1, out + res.stderr
+    assert f"python: {tmp_path / 'venv' / 'bin' / 'python'}" in out
+    assert "ok    torch" in out  # found through that interpreter
+    assert "C compiler" in out and "Python.h" in out and "nvidia-smi" in out
+    assert "no CUDA GPU: torch.cuda.is_available() is False" in out
+    assert "pytest -m gpu" not in out.split("no CUDA GPU")[1]  # the GPU tests were not run
+
+
+def test_gpu_marker_selects_the_kernel_and_cuda_only_tests():
+    res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu",
+                          "tests/test_reference_torch.py", "tests/test_triton_decode.py",
+                          "tests/test_profiling.py"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    ids = [line for line in res.stdout.splitlines() if "::" in line]
+    files = {i.split("::")[0] for i in ids}
+    if pytest.importorskip("triton"):
+        assert "tests/test_triton_decode.py" in files
+    assert "tests/test_profiling.py" not in files
+    assert {i.split("::")[1].split("[")[0] for i in ids if "test_reference_torch" in i} == {
+        "test_cuda_matches_reference", "test_cuda_device_mismatch_and_sdpa_agreement"}
+
+
+def test_cuda_graph_timing_captures_once_and_replays_with_a_stand_in(monkeypatch):
+    # time_cuda_graph_ms: eager warm-up on a side stream, one capture, then replays each
+    # after an L2 flush, timed by events; the stand-ins log what would reach the GPU
+    import contextlib
+
+    torch = pytest.importorskip("torch")
+    cuda = _StandInCuda(monkeypatch, torch)
+    log, capturing = cuda.log, []
+
+    class Stream:
+        def wait_stream(self, other):
+            pass
+
+    class Graph:
+        def replay(self):
+            log.append("replay")
+
+    @contextlib.contextmanager
+    def graph(g):
+        capturing.append(True)
+        yield
+        capturing.pop()
+
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", Stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+    t = profiling.time_cuda_graph_ms(lambda x: log.append("capture" if capturing else f"eager {x}"), 7,
+                                     repeat=3, warmup=2)
+    assert log == ["eager 7", "eager 7", "capture", "replay", "sync"] + ["flush", "replay"] * 3 + ["sync"]
+    assert t.method == "cuda_graph" and t.repeat == 3 and t.warmup == 2 and t.host_ms is not None
+    with pytest.raises(ValueError, match="repeat"):
+        profiling.time_cuda_graph_ms(lambda: None, repeat=0)
+
+
+def test_readme_run_time_estimate_counts_the_autotune_configs():
+    # the README's table of forward compiles per GPU follows the autotuner's search space:
+    # five forward specializations (d = 64 non-causal and causal, d = 128, and the
+    # correctness step's ragged length, causal and not), four of them at d = 64
+    pytest.importorskip("torch")
+    import re
+
+    from attn_edu.kernels import flash_triton as ft
+    from attn_edu.kernels._targets import TARGETS
+
+    readme = (ROOT / "README.md").read_text()
+    assert "**estimated** from the compile counts, not measured" in readme
+    for example, arch in (("T4", "sm_75"), ("A100", "sm_80"), ("H100", "sm_90a")):
+        row = re.search(rf"^\| {example} \({arch}, \w+\) \| (\d+) / (\d+) \| (\d+) \|", readme, re.M)
+        assert row, f"README has no estimate row for the {example}"
+        t = TARGETS[arch]
+        n64, n128 = (len(ft.forward_configs(divmod(t.capability, 10), d, t.shared_memory, 2)) for d in (64, 128))
+        assert [int(x) for x in row.groups()] == [n64, n128, 4 * n64 + n128], example
+
+
+@pytest.mark.skipif(bench.cuda_available(), reason="the dry run is the CPU's (the interpreter)")
+def test_correctness_step_runs_in_the_half_type_and_records_a_wrong_kernel(monkeypatch):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from attn_edu.kernels import flash_triton as ft
+
+    seen = []
+    real = ft.triton_attention_forward
+
+    def off_by_a_bit(q, k, v, causal=False):  # a forward that is wrong by 1e-2 where causal
+        seen.append(q.dtype)
+        out, lse = real(q, k, v, causal=causal)
+        return (out + 1e-2 if causal else out), lse
+
+    monkeypatch.setattr(ft, "triton_attention_forward", off_by_a_bit)
+    records, code = bench.gpu_correctness(dry_run=True, stream=open(os.devnull, "w"))
+    assert code == 1 and seen == [torch.float16] * 3  # the half type, never float32
+    assert [r["passed"] for r in records] == [True, False, False, True, True, True, True]
+    assert "exceeds the tolerance" in records[1]["error"] and records[0]["dtype"] == "float16"
+    assert all(r["max_error"] < 1e-2 for r in records if r["passed"])

@@ -249,7 +249,11 @@ def test_timing_survives_copy_and_pickle():
     for u in (copy.copy(t), copy.deepcopy(t), pickle.loads(pickle.dumps(t))):
         assert isinstance(u, profiling.Timing)
         assert float(u) == 2.0 and u.min_ms == 1.0 and u.times_ms == (3.0, 1.0, 2.0)
-        assert u.warmup == 1
+        assert u.warmup == 1 and u.method == "perf_counter" and u.host_ms is None
+    g = profiling.Timing([3.0, 1.0], warmup=2, method="cuda_events_l2_flushed", host_times_ms=[0.5, 0.1, 0.2])
+    for u in (copy.deepcopy(g), pickle.loads(pickle.dumps(g))):
+        assert u.method == "cuda_events_l2_flushed" and u.host_times_ms == (0.5, 0.1, 0.2)
+        assert u.host_ms == 0.2 and u.as_dict()["host_median_ms"] == 0.2
 
 
 # ------------------------------------------------- best_interleaved_ms (chapters 11, 12)

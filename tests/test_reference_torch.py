@@ -19,7 +19,9 @@ from attn_edu import _checks, masks, reference, reference_torch  # noqa: E402
 from attn_edu.testing import assert_close_to_reference, assert_same_up_to_rounding, to_numpy  # noqa: E402
 from conftest import rand, torch_qkv  # noqa: E402
 
-CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def CUDA(test):
+    """A CUDA-only test: in ``pytest -m gpu`` (``gpu-bench.sh --check``), skipped without a GPU."""
+    return pytest.mark.gpu(pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")(test))
 DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
 NEG_INF = float("-inf")
 

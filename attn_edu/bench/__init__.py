@@ -7,7 +7,13 @@ writes one JSON document that says where and how the numbers were taken:
   ``versions`` (python, numpy, torch, triton, attn_edu), ``git_commit``, ``date``
   (UTC, ISO 8601) and the ``command`` line;
 * per (impl, n): median and minimum time in ms, TFLOP/s and, with ``--memory``, the
-  peak bytes above the inputs (:func:`attn_edu.profiling.peak_memory`).
+  peak bytes above the inputs (:func:`attn_edu.profiling.peak_memory`); ``timer`` (how it
+  was timed: ``perf_counter`` on the CPU, ``cuda_events_l2_flushed`` on a GPU, as
+  ``triton.testing.do_bench``) and ``host_median_ms`` (on a GPU, the host's time in the
+  call beside the GPU's); for ``triton`` rows ``autotune_config`` (the tile it ran);
+* ``sdpa_backend``: SDPA's best backend for the device, dtype and head dim (flash, else
+  efficient, else math); on a GPU the dtype defaults to its half type (float16 on a T4,
+  bfloat16 from compute capability 8.0).
 
 TFLOP/s use :func:`attn_edu.profiling.attention_flops` (``FLOP_FORMULA``): matmul FLOPs
 only, ``4*B*H*n^2*d`` forward, half of that when causal. The sparse ``numpy_window`` and
@@ -25,12 +31,16 @@ Examples::
     python -m attn_edu.bench --list
     python -m attn_edu.bench --goals
     python -m attn_edu.bench --block-sparse --n 8192 16384 --out block_sparse.json
+    python -m attn_edu.bench --correctness     # every kernel vs float64, the GPU's half type
 
 One module per part, all reachable from here (``attn_edu.bench.X``):
 
 * ``attn_edu.bench.registry`` -- the implementations (``REGISTRY``,
   :func:`register_impl`, :class:`BenchConfig`) and their inputs;
-* ``attn_edu.bench.env`` -- device, versions, commit, threads;
+* ``attn_edu.bench.env`` -- device, versions, commit, threads; the GPU's half type
+  (:func:`gpu_half_dtype`), SDPA's best backend there (:func:`best_sdpa_backend`) and the
+  autotuner's choice (:func:`autotune_config`);
+* ``attn_edu.bench.check`` -- every kernel against float64 in the GPU's half type;
 * ``attn_edu.bench.sweep`` -- timing sweeps and their JSON files;
 * ``attn_edu.bench.goals`` -- the goals, as ratios measured side by side;
 * ``attn_edu.bench.block_sparse`` -- the block-sparse kernel against FlexAttention;
@@ -41,8 +51,9 @@ One module per part, all reachable from here (``attn_edu.bench.X``):
 """
 from __future__ import annotations
 
-from . import block_sparse, cli, decode, env, figures, goals, published, registry, sweep
+from . import block_sparse, check, cli, decode, env, figures, goals, published, registry, sweep
 from .block_sparse import *  # noqa: F401,F403  (each module's __all__)
+from .check import *  # noqa: F401,F403
 from .decode import *  # noqa: F401,F403
 from .cli import *  # noqa: F401,F403
 from .env import *  # noqa: F401,F403
@@ -53,7 +64,8 @@ from .registry import *  # noqa: F401,F403
 from .sweep import *  # noqa: F401,F403
 
 __all__ = (registry.__all__ + env.__all__ + sweep.__all__ + goals.__all__
-           + block_sparse.__all__ + decode.__all__ + published.__all__ + figures.__all__ + cli.__all__)
+           + block_sparse.__all__ + check.__all__ + decode.__all__ + published.__all__ + figures.__all__
+           + cli.__all__)
 
 # Data is documented where the API page reads it, the package (functions and classes
 # carry their docstrings along; a constant does not).
@@ -69,6 +81,10 @@ GPU_SPECS = published.GPU_SPECS
 PUBLISHED = published.PUBLISHED
 #: Per-length forward throughput measured side by side by others, published as text (``attn_edu.bench.published``).
 PUBLISHED_SWEEPS = published.PUBLISHED_SWEEPS
+#: SDPA's backends, best first (``attn_edu.bench.env``).
+SDPA_PREFERENCE = env.SDPA_PREFERENCE
+#: The ``torch.nn.attention.SDPBackend`` member of each backend name (``attn_edu.bench.env``).
+SDPA_BACKENDS = env.SDPA_BACKENDS
 #: The GPU goals' tiny shapes in a dry run on the CPU (``attn_edu.bench.goals``).
 DRY_RUN_GPU_GOALS = goals.DRY_RUN_GPU_GOALS
 #: Where the recorded sweeps live, ``attn_edu/data/bench/`` (``attn_edu.bench.sweep``).

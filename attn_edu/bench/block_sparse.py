@@ -13,7 +13,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from .. import profiling
 from ..masks import plan_tiles
-from .env import environment
+from .env import environment, gpu_half_dtype
 from .sweep import SCHEMA, save_results
 
 __all__ = ["bench_block_sparse", "default_dtype"]
@@ -53,15 +53,9 @@ def _pattern_mask(pattern: str, n: int, density: float, granule: int, seed: int,
 
 
 def default_dtype() -> str:
-    """``"bfloat16"`` on GPUs with native bfloat16 (compute capability 8.0+: A100, H100,
-    RTX 30xx and later), ``"float16"`` before that (a Colab T4 is 7.5).
-
-    Not ``torch.cuda.is_bf16_supported()``: by default it also says True when bfloat16
-    is merely *emulated* (a T4), but Triton kernels need it natively.
-    """
-    import torch
-
-    return "bfloat16" if torch.cuda.get_device_capability() >= (8, 0) else "float16"
+    """The current GPU's half type, :func:`~attn_edu.bench.gpu_half_dtype`: ``"bfloat16"`` from
+    compute capability 8.0 (A100, H100), ``"float16"`` before (a Colab T4 is 7.5)."""
+    return gpu_half_dtype("cuda")
 
 
 def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,

@@ -6,7 +6,9 @@ Three modes of one command line (``--help`` lists every option):
   (:func:`~attn_edu.bench.run_sweep`); ``--list`` prints the implementations;
 * ``--goals``: the book's speed and memory goals (:func:`~attn_edu.bench.run_goals`);
 * ``--block-sparse``: the block-sparse Triton kernel against a full layout and
-  FlexAttention (:func:`~attn_edu.bench.bench_block_sparse`, CUDA only).
+  FlexAttention (:func:`~attn_edu.bench.bench_block_sparse`, CUDA only);
+* ``--correctness``: every Triton kernel against float64 in the GPU's half type
+  (:func:`~attn_edu.bench.gpu_correctness`), the first step of ``scripts/gpu-bench.sh``.
 
 Tiled implementations use ``--block-q`` x ``--block-k`` tiles (default 64 x 64, the
 package's default tile).
@@ -20,7 +22,8 @@ from typing import List, Optional, Sequence
 
 from ..masks import DEFAULT_BLOCK_K, DEFAULT_BLOCK_Q
 from .block_sparse import bench_block_sparse
-from .env import cpu_threads, environment, set_cpu_threads
+from .check import gpu_correctness
+from .env import cpu_threads, environment, gpu_half_dtype, set_cpu_threads
 from .goals import cuda_available, run_goals
 from .registry import REGISTRY, BenchConfig, impl_names
 from .sweep import SCHEMA, run_sweep, save_results
@@ -44,8 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--heads", type=int, default=None, help="heads (default: 1; 16 with --block-sparse)")
     p.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "float32", "float64"],
-                   help="default: float32; with --block-sparse bfloat16 on compute capability 8.0+, "
-                        "else float16")
+                   help="default: float32 on the CPU; on a GPU (--device cuda, --block-sparse) the "
+                        "GPU's half type: bfloat16 on compute capability 8.0+, else float16")
     p.add_argument("--causal", action="store_true")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--block-q", type=int, default=None,
@@ -77,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="mask patterns for --block-sparse")
     p.add_argument("--flex-block-q", type=int, default=128, help="FlexAttention's tile rows (--block-sparse)")
     p.add_argument("--flex-block-k", type=int, default=128, help="FlexAttention's tile columns (--block-sparse)")
+    p.add_argument("--correctness", action="store_true",
+                   help="check every Triton kernel against float64 in the GPU's half type "
+                        "(--dtype overrides); exit 1 if one fails")
     p.add_argument("--dry-run", action="store_true",
                    help="the GPU pipeline on the CPU (TRITON_INTERPRET=1, tiny sizes): documents are "
                         "marked dry_run, their numbers are not GPU numbers")
@@ -118,6 +124,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"--n must be integers; got {' '.join(args.n)}")
     if args.block_sparse:
         return _block_sparse(args, ns, argv)
+    if args.correctness:
+        if not (args.dry_run or cuda_available()):
+            parser.error("--correctness checks the kernels on a CUDA GPU (or --dry-run on the CPU)")
+        return gpu_correctness(dtype=args.dtype, dry_run=args.dry_run)[1]
     if args.goals:
         goals, code = run_goals(n=args.goal_n, repeat=max(1, min(args.repeat, 5)), dry_run=args.dry_run)
         if args.out:
@@ -135,7 +145,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.device == "cuda" and not cuda_available():
         parser.error("--device cuda but PyTorch sees no CUDA GPU")
     config = BenchConfig(batch=args.batch, heads=_given(args.heads, 1), d=args.d,
-                         dtype=_given(args.dtype, "float32"), causal=args.causal, device=args.device,
+                         dtype=_given(args.dtype, gpu_half_dtype() if args.device == "cuda" else "float32"),
+                         causal=args.causal, device=args.device,
                          block_q=_given(args.block_q, DEFAULT_BLOCK_Q),
                          block_k=_given(args.block_k, DEFAULT_BLOCK_K), window=args.window)
     try:

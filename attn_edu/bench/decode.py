@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence
 
 from .. import profiling
-from .env import environment
+from .env import environment, gpu_half_dtype
 from .registry import ImplUnavailable
 from .sweep import DATA_DIR, SCHEMA, load_results
 
@@ -41,7 +41,7 @@ def _decode_fn(impl: str, device: str):
 
 
 def decode_sweep(contexts: Sequence[int] = (1024, 4096, 16384, 65536), batches: Sequence[int] = (1, 8),
-                 heads: int = 32, kv_heads: int = 8, d: int = 128, dtype: str = "bfloat16",
+                 heads: int = 32, kv_heads: int = 8, d: int = 128, dtype: Optional[str] = None,
                  device: str = "cuda", impls: Sequence[str] = DECODE_IMPLS, repeat: int = 20,
                  warmup: int = 3) -> Dict[str, Any]:
     """One decoding step (``L_q = 1``) over a KV cache of every length in ``contexts``.
@@ -50,8 +50,13 @@ def decode_sweep(contexts: Sequence[int] = (1024, 4096, 16384, 65536), batches: 
     splits chosen for the GPU), ``triton_one_split`` (the same kernel, ``num_splits=1``: one
     program per (batch, K/V head)), ``torch_sdpa`` (``F.scaled_dot_product_attention`` with
     ``enable_gqa=True``) and ``torch_split_kv`` (:func:`attn_edu.decoding.split_kv_attention`
-    on tensors) -- for query heads ``heads`` sharing ``kv_heads`` K/V heads. Each row has the
-    median and minimum time, the KV-cache bytes one step reads
+    on tensors) -- for query heads ``heads`` sharing ``kv_heads`` K/V heads, in ``dtype``
+    (default: the GPU's half type, :func:`~attn_edu.bench.gpu_half_dtype`). Each row has the
+    median and minimum time (CUDA events, L2 flushed before each call: a cache under 50 MB
+    would otherwise stay in an H100's L2), the host's time in the call (``host_median_ms``:
+    when it exceeds the GPU time, the step is launch-bound), on a GPU the time of the same
+    call replayed from a CUDA graph (``graph_median_ms``, :func:`attn_edu.profiling.time_cuda_graph_ms`;
+    None when the call cannot be captured), the KV-cache bytes one step reads
     (``2 * batch * kv_heads * context * d * itemsize``), the bandwidth that implies
     (GB/s) and the largest difference from the float64 reference. Returns a JSON document
     like :func:`run_sweep`'s (schema, device, versions, commit, date); the GPU script saves
@@ -62,6 +67,7 @@ def decode_sweep(contexts: Sequence[int] = (1024, 4096, 16384, 65536), batches: 
 
     from .. import reference_torch
 
+    dtype = dtype or gpu_half_dtype(device)
     dt = getattr(torch, dtype)
     config = {"heads": heads, "kv_heads": kv_heads, "d": d, "dtype": dtype, "device": device, "lq": 1}
     doc = {"schema": SCHEMA, "kind": "decode", "sweep": "decode", **environment(device), "config": config,
@@ -87,12 +93,28 @@ def decode_sweep(contexts: Sequence[int] = (1024, 4096, 16384, 65536), batches: 
                         err = float((fn(q, k, v).double() - gold).abs().max())
                         t = profiling.time_ms(fn, q, k, v, repeat=repeat, warmup=warmup, device=device)
                     row.update(median_ms=t.median_ms, min_ms=t.min_ms, max_abs_err=err,
-                               gb_per_s=kv_bytes / (t.median_ms * 1e-3) / 1e9)
+                               gb_per_s=kv_bytes / (t.median_ms * 1e-3) / 1e9, timer=t.method,
+                               host_median_ms=t.host_ms, graph_median_ms=_graph_ms(fn, (q, k, v), device))
                 except Exception as exc:  # e.g. out of memory: keep the sweep going
                     row["error"] = f"{type(exc).__name__}: {exc}"
                 doc["results"].append(row)
             del q, k, v, gold
     return doc
+
+
+def _graph_ms(fn, args, device: str) -> Optional[float]:
+    """Median GPU time of ``fn(*args)`` replayed from a CUDA graph; None on the CPU or when
+    the call cannot be captured (a host synchronisation inside it)."""
+    if device != "cuda":
+        return None
+    import torch
+
+    try:
+        with torch.no_grad():
+            return profiling.time_cuda_graph_ms(fn, *args).median_ms
+    except Exception:  # not capturable: the eager time stands alone
+        torch.cuda.synchronize()
+        return None
 
 
 def recorded_decode_results(kind: Optional[str] = None) -> List[Dict[str, Any]]:

@@ -2,6 +2,9 @@
 
 :func:`environment` is the header of every JSON document a sweep writes; on a shared CPU,
 :func:`set_cpu_threads` pins NumPy's OpenBLAS and torch to fewer threads for steadier times.
+What a GPU can run decides two choices of every GPU measurement, made here once:
+:func:`gpu_half_dtype` (float16 before compute capability 8.0, bfloat16 from it) and
+:func:`sdpa_backends` / :func:`best_sdpa_backend` (flash, else efficient, else math).
 """
 from __future__ import annotations
 
@@ -11,11 +14,12 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .._checks import check_positive_int
 
-__all__ = ["environment", "cpu_threads", "set_cpu_threads"]
+__all__ = ["environment", "cpu_threads", "set_cpu_threads", "gpu_half_dtype", "sdpa_backends",
+           "best_sdpa_backend", "SDPA_PREFERENCE", "SDPA_BACKENDS", "autotune_config"]
 
 
 def _version(dist: str) -> Optional[str]:
@@ -59,6 +63,119 @@ def _git_dirty() -> Optional[bool]:
     """True when tracked files differ from the commit (the numbers may not match it exactly)."""
     out = _git("status", "--porcelain", "--untracked-files=no")
     return None if out is None else bool(out.strip())
+
+
+def _capability(device: Any = None) -> Tuple[int, int]:
+    import torch
+
+    return tuple(torch.cuda.get_device_capability(device))
+
+
+def gpu_half_dtype(device: Any = "cuda") -> str:
+    """The 16-bit type the kernels run in on ``device``: ``"bfloat16"`` on GPUs of compute
+    capability 8.0 or newer (A100, RTX 30xx, H100), ``"float16"`` before (Colab's T4, 7.5)
+    and on the CPU (Triton's interpreter takes no bfloat16).
+
+    Not ``torch.cuda.is_bf16_supported()``: by default it also says True where bfloat16 is
+    merely *emulated* (a T4), but Triton's kernels and SDPA's flash backend need it natively.
+    Not float32 either: on a GPU its exact products take no tensor cores and the autotuner
+    compiles slow, spilling configurations for minutes. ``device``: ``"cuda"`` (the current
+    GPU), ``"cuda:1"``, a ``torch.device``, an index, or ``"cpu"``. The name is a string;
+    ``getattr(torch, gpu_half_dtype(device))`` is the torch dtype.
+    """
+    kind = getattr(device, "type", device)
+    if isinstance(kind, str) and kind.split(":")[0] == "cpu":
+        return "float16"
+    if not isinstance(kind, (str, int)) or (isinstance(kind, str) and kind.split(":")[0] != "cuda"):
+        raise ValueError(f"device must be 'cuda', 'cuda:N', 'cpu', a torch.device or an index; got {device!r}")
+    return "bfloat16" if _capability(device) >= (8, 0) else "float16"
+
+
+#: SDPA's backends from the best to the fallback, FlashAttention-2 (compute capability
+#: 8.0+, 16-bit types), memory-efficient (xFormers' kernel, any CUDA GPU), math (composite).
+SDPA_PREFERENCE = ("flash", "efficient", "math")
+#: The ``torch.nn.attention.SDPBackend`` member of each backend name (the registry's too).
+SDPA_BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "math": "MATH",
+                 "cudnn": "CUDNN_ATTENTION"}
+
+
+def _sdpa_runs(backend: str, device: str, dtype: str, d: int) -> bool:
+    """Whether SDPA pinned to ``backend`` runs a tiny call here (one call, 128 keys)."""
+    import warnings
+
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    x = torch.zeros(1, 1, 128, d, device=device, dtype=getattr(torch, dtype))
+    try:
+        with warnings.catch_warnings():  # the reasons a backend refuses come as warnings
+            warnings.simplefilter("ignore")
+            with sdpa_kernel(getattr(SDPBackend, SDPA_BACKENDS[backend])):
+                F.scaled_dot_product_attention(x, x, x)
+        return True
+    except RuntimeError:
+        return False
+
+
+def sdpa_backends(device: str = "cuda", dtype: Optional[str] = None, d: int = 64) -> List[str]:
+    """The SDPA backends that run on ``device`` for ``dtype`` and head dim ``d``, best first
+    (of :data:`SDPA_PREFERENCE`), each found by one tiny call pinned to it with
+    ``torch.nn.attention.sdpa_kernel``: the backend's own checks (compute capability, dtype,
+    head dim) decide, not a table that a new PyTorch could outdate. On a T4 flash is
+    missing (it needs compute capability 8.0); on the CPU, efficient. ``dtype`` defaults
+    to :func:`gpu_half_dtype`.
+    """
+    dtype = dtype or gpu_half_dtype(device)
+    return [b for b in SDPA_PREFERENCE if _sdpa_runs(b, device, dtype, d)]
+
+
+def best_sdpa_backend(device: str = "cuda", dtype: Optional[str] = None, d: int = 64) -> Optional[str]:
+    """The first of :func:`sdpa_backends` (``"flash"``, ``"efficient"`` or ``"math"``), the one a
+    GPU measurement compares against; None when none runs (torch without CUDA support)."""
+    runs = sdpa_backends(device, dtype, d)
+    return runs[0] if runs else None
+
+
+def _config_dict(config: Any) -> Any:
+    """A Triton ``Config`` (or a dict, or a tuple) as plain JSON values."""
+    if isinstance(config, dict):
+        return dict(config)
+    if hasattr(config, "kwargs"):
+        return {**config.kwargs, "num_warps": getattr(config, "num_warps", None),
+                "num_stages": getattr(config, "num_stages", None)}
+    return list(config) if isinstance(config, (tuple, list)) else config
+
+
+def autotune_config(module: Any = None) -> Optional[Dict[str, Any]]:
+    """The configurations the autotuner chose in its latest call, by kernel: ``{kernel:
+    {"BLOCK_M": ..., "BLOCK_N": ..., "num_warps": ..., "num_stages": ...}}``, written next to a
+    Triton row so that a recorded number says which tile produced it.
+
+    ``module`` (default :mod:`attn_edu.kernels.flash_triton`) is asked first for a
+    ``chosen_config()`` function; without one, its Triton autotuners are read (their
+    ``best_config``, the choice for the key of the latest call). None when nothing was
+    tuned (Triton's interpreter, or no call yet) or triton is missing.
+    """
+    if module is None:
+        try:
+            from ..kernels import flash_triton as module
+        except ImportError:  # pragma: no cover - the kernels import without triton
+            return None
+    chosen = getattr(module, "chosen_config", None)
+    if callable(chosen):
+        try:
+            got = chosen()
+        except TypeError:  # a signature this reader does not know: read the autotuners
+            got = None
+        if got is not None:
+            # {kernel: config} by kernel, or one config ({"BLOCK_M": 64, ...}, a Config, a tuple)
+            by_kernel = isinstance(got, dict) and got and all(
+                isinstance(v, (dict, tuple, list)) or hasattr(v, "kwargs") for v in got.values())
+            return {k: _config_dict(v) for k, v in got.items()} if by_kernel else {"forward": _config_dict(got)}
+    found = {name: _config_dict(obj.best_config) for name, obj in sorted(vars(module).items())
+             if hasattr(obj, "configs") and getattr(obj, "best_config", None) is not None}
+    return found or None
 
 
 def environment(device: str = "cpu") -> Dict[str, Any]:

@@ -18,6 +18,7 @@ from .. import profiling
 from ..flash import flash_attention
 from ..masks import plan_tiles, sliding_window_mask
 from ..reference import scaled_dot_product_attention
+from .env import autotune_config, best_sdpa_backend, gpu_half_dtype
 from .registry import BenchConfig, ImplUnavailable, build_impl, make_inputs
 from .sweep import failure_reason
 
@@ -39,7 +40,8 @@ GOALS: Dict[str, Dict[str, Any]] = {
                                  "what": "(time masked / time dense) / tile density, causal sliding window, "
                                          "tiles 256 (goal stated at n=8192, window 1024)"},
     "triton_over_sdpa_flash_tflops": {"op": ">=", "target": 1.0,
-                                      "what": "Triton forward TFLOP/s / SDPA flash backend TFLOP/s, bf16"},
+                                      "what": "Triton forward TFLOP/s / SDPA's best backend TFLOP/s (flash "
+                                              "where it exists), in the GPU's half type"},
     "causal_over_noncausal_time": {"op": "<=", "target": 1 / 1.8,
                                    "what": "Triton forward time, causal / non-causal (goal: causal "
                                            ">= 1.8x faster; ideal 0.5)"},
@@ -163,34 +165,49 @@ def _dry_note(device: str) -> str:
 
 
 def _ratio_point(fns: Dict[str, Callable], cfg: BenchConfig, n: int, repeat: int) -> Dict[str, Any]:
-    """Median times of ``fns`` on one input, interleaved (CUDA events on a GPU)."""
+    """Median times of ``fns`` on one input, interleaved: ``{name}_ms`` (CUDA events with the
+    L2 flushed on a GPU) and ``{name}_host_ms`` (the host's time in the call, on a GPU)."""
     inputs = make_inputs("torch", n, cfg)
     t = profiling.time_interleaved_ms(fns, *inputs, repeat=repeat, warmup=2, device=cfg.device)
-    return {f"{k}_ms": t[k].median_ms for k in fns}
+    out = {f"{k}_ms": t[k].median_ms for k in fns}
+    out.update({f"{k}_host_ms": t[k].host_ms for k in fns if t[k].host_ms is not None})
+    return out
+
+
+def _gpu_dtype(device: str) -> str:
+    """The goals' dtype: the GPU's half type (:func:`gpu_half_dtype`), float32 in a dry run."""
+    return gpu_half_dtype(device) if device == "cuda" else "float32"
 
 
 def goal_gpu_triton_vs_sdpa(ns: Sequence[int] = (4096, 8192, 16384), ds: Sequence[int] = (64, 128),
                             batch: int = 4, heads: int = 16, repeat: int = 20,
                             device: str = "cuda") -> List[Dict[str, Any]]:
-    """Triton forward TFLOP/s over SDPA's flash backend, bf16, non-causal; the worst ratio counts.
+    """Triton forward TFLOP/s over SDPA's best backend, non-causal; the worst ratio counts.
 
-    Both run interleaved on the same inputs (a, b, a, b, ...), each call timed with CUDA
-    events, and the ratio is of the medians. A point that fails (out of memory) is
-    recorded with its reason and the others still count. ``device="cpu"`` is the dry run
-    (``TRITON_INTERPRET=1``, float32, tiny shapes): the record says it is one.
+    In the GPU's half type (:func:`gpu_half_dtype`: float16 on a T4, bfloat16 from compute
+    capability 8.0) against the best SDPA backend that runs there for that dtype and head
+    dim (:func:`best_sdpa_backend`: flash, else efficient on a T4); the details record
+    ``dtype`` and ``sdpa_backend``. Both run interleaved on the same inputs (a, b, a, b,
+    ...), each call timed with CUDA events after an L2 flush, and the ratio is of the
+    medians. A point that fails (out of memory) is recorded with its reason and the others
+    still count. ``device="cpu"`` is the dry run (``TRITON_INTERPRET=1``, float32, tiny
+    shapes): the record says it is one.
     """
     key = "triton_over_sdpa_flash_tflops"
     why = _gpu_goal_setup(key, device)
     if why:
         return [why]
-    details, ratios = [], []
-    dtype = "bfloat16" if device == "cuda" else "float32"
+    details, ratios, backends = [], [], {}
+    dtype = _gpu_dtype(device)
     for d in ds:
+        backends[d] = best_sdpa_backend(device, dtype, d)
+        if backends[d] is None:
+            return [_goal(key, None, {"dtype": dtype}, f"not run: no SDPA backend runs {dtype} at d={d}")]
         for n in ns:
             cfg = BenchConfig(batch=batch, heads=heads, d=d, dtype=dtype, device=device)
             try:
                 fns = {"triton": build_impl("triton", cfg)[1],
-                       "sdpa_flash": build_impl("torch_sdpa_flash", cfg)[1]}
+                       "sdpa": build_impl(f"torch_sdpa_{backends[d]}", cfg)[1]}
                 t = _ratio_point(fns, cfg, n, repeat)
             except ImplUnavailable as err:
                 return [_goal(key, None, {"points": details}, f"not run: {err}")]
@@ -198,24 +215,28 @@ def goal_gpu_triton_vs_sdpa(ns: Sequence[int] = (4096, 8192, 16384), ds: Sequenc
                 details.append({"n": n, "d": d, "error": f"{type(err).__name__}: {str(err)[:200]}",
                                 "reason": failure_reason(err)})
                 continue
-            ratios.append(t["sdpa_flash_ms"] / t["triton_ms"])  # = TFLOP/s ratio (same FLOPs)
-            details.append({"n": n, "d": d, **t, "ratio": ratios[-1]})
+            ratios.append(t["sdpa_ms"] / t["triton_ms"])  # = TFLOP/s ratio (same FLOPs)
+            details.append({"n": n, "d": d, "sdpa_backend": backends[d], **t, "ratio": ratios[-1],
+                            "autotune_config": autotune_config()})
     measured = min(ratios) if ratios else None
     note = "; ".join(x for x in ("worst point, medians of interleaved runs", _dry_note(device),
                                  "" if ratios else "every point failed") if x)
-    return [_goal(key, measured, {"batch": batch, "heads": heads, "dtype": dtype, "points": details},
+    sdpa = sorted(set(backends.values()))
+    return [_goal(key, measured, {"batch": batch, "heads": heads, "dtype": dtype,
+                                  "sdpa_backend": sdpa[0] if len(sdpa) == 1 else sdpa, "points": details},
                   note)]
 
 
 def goal_gpu_causal_speedup(n: int = 8192, d: int = 64, batch: int = 4, heads: int = 16,
                             repeat: int = 20, device: str = "cuda") -> List[Dict[str, Any]]:
-    """Triton forward, causal / non-causal time at bf16 (skipping tiles should nearly halve it);
-    both interleaved, medians of CUDA-event times. ``device="cpu"``: the dry run."""
+    """Triton forward, causal / non-causal time in the GPU's half type (:func:`gpu_half_dtype`;
+    skipping tiles should nearly halve it); both interleaved, medians of CUDA-event times
+    with the L2 flushed. ``device="cpu"``: the dry run."""
     key = "causal_over_noncausal_time"
     why = _gpu_goal_setup(key, device)
     if why:
         return [why]
-    dtype = "bfloat16" if device == "cuda" else "float32"
+    dtype = _gpu_dtype(device)
     cfg = BenchConfig(batch=batch, heads=heads, d=d, dtype=dtype, device=device)
     try:
         fns = {"full": build_impl("triton", cfg)[1],

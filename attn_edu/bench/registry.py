@@ -16,6 +16,7 @@ from .. import profiling
 from .._checks import check_positive_int
 from ..kernels._interpret import requested as interpret_requested
 from ..masks import DEFAULT_BLOCK_K, DEFAULT_BLOCK_Q, allowed_pairs, plan_tiles, sliding_window_mask
+from .env import SDPA_BACKENDS
 
 __all__ = ["BenchConfig", "Impl", "ImplUnavailable", "REGISTRY", "register_impl", "impl_names",
            "build_impl", "make_inputs"]
@@ -166,14 +167,6 @@ def _build_torch_naive(cfg: BenchConfig) -> Callable:
     return lambda q, k, v: sdpa(q, k, v, causal=cfg.causal)
 
 
-_SDPA_BACKENDS = {
-    "flash": "FLASH_ATTENTION",
-    "math": "MATH",
-    "efficient": "EFFICIENT_ATTENTION",
-    "cudnn": "CUDNN_ATTENTION",
-}
-
-
 def _build_sdpa(backend: Optional[str]) -> Callable[[BenchConfig], Callable]:
     who = "torch_sdpa" + (f"_{backend}" if backend else "")
 
@@ -182,7 +175,7 @@ def _build_sdpa(backend: Optional[str]) -> Callable[[BenchConfig], Callable]:
         if backend is None:  # the dispatcher picks
             return lambda q, k, v: sdpa(q, k, v, is_causal=cfg.causal)
         attention = _require("torch.nn.attention", who)
-        kind = getattr(attention.SDPBackend, _SDPA_BACKENDS[backend])
+        kind = getattr(attention.SDPBackend, SDPA_BACKENDS[backend])
 
         def run(q, k, v):
             with attention.sdpa_kernel(kind):
@@ -241,10 +234,10 @@ register_impl("torch_flash", "torch", _build_flash("torch_flash", False),
               "attn_edu.flash.flash_attention on torch tensors (tiled PyTorch)")
 register_impl("torch_sdpa", "torch", _build_sdpa(None),
               "torch.nn.functional.scaled_dot_product_attention, backend chosen by PyTorch", backend="auto")
-for _b in _SDPA_BACKENDS:
+for _b in SDPA_BACKENDS:
     register_impl(f"torch_sdpa_{_b}", "torch", _build_sdpa(_b),
                   f"torch.nn.functional.scaled_dot_product_attention pinned with "
-                  f"sdpa_kernel(SDPBackend.{_SDPA_BACKENDS[_b]})", backend=_SDPA_BACKENDS[_b])
+                  f"sdpa_kernel(SDPBackend.{SDPA_BACKENDS[_b]})", backend=SDPA_BACKENDS[_b])
 register_impl("triton", "torch", _build_triton,
               "attn_edu.kernels.triton_attention_forward (Triton FlashAttention forward)", devices=("cuda",))
 register_impl("block_sparse", "torch", _build_block_sparse,

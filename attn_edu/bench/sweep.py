@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 from .. import profiling
 from .._checks import check_positive_int
 from ..kernels._interpret import requested as interpret_requested
-from .env import cpu_threads, environment
+from .env import autotune_config, best_sdpa_backend, cpu_threads, environment
 from .registry import REGISTRY, BenchConfig, Impl, ImplUnavailable, build_impl, impl_names, make_inputs
 
 __all__ = ["SCHEMA", "KINDS", "DATA_DIR", "FLOP_FORMULA", "run_one", "run_sweep", "save_results", "load_results",
@@ -68,9 +68,16 @@ def _row(impl: Impl, n: int, config: BenchConfig, t: "profiling.Timing") -> Dict
         "times_ms": list(t.times_ms),
         "flops": flops,
         "tflops": profiling.tflops(flops, t.median_ms),
+        "timer": t.method,
+        "host_median_ms": t.host_ms,
         "peak_bytes": None,
         "memory_method": None,
     }
+
+
+def _tuned(name: str) -> Optional[Dict[str, Any]]:
+    """The Triton forward's autotuned configuration after a call of ``name`` (triton rows)."""
+    return autotune_config() if name == "triton" else None
 
 
 def _add_memory(row: Dict[str, Any], impl: Impl, fn: Callable, inputs: tuple) -> None:
@@ -90,6 +97,8 @@ def run_one(name: str, n: int, config: BenchConfig, repeat: int = 5, warmup: int
     impl, fn, inputs = _prepare(name, n, config, seed)
     t = profiling.time_ms(fn, *inputs, repeat=repeat, warmup=warmup, device=config.device)
     row = _row(impl, n, config, t)
+    if name == "triton":
+        row["autotune_config"] = _tuned(name)
     if memory:
         _add_memory(row, impl, fn, inputs)
     return row
@@ -150,7 +159,8 @@ def run_sweep(impls: Sequence[str], ns: Sequence[int], config: Optional[BenchCon
     doc = {"schema": SCHEMA, "kind": "sweep", "dry_run": bool(dry_run),
            **environment(config.device), "command": command,
            "config": asdict(config), "repeat": repeat, "warmup": warmup, "interleave": interleave,
-           "flop_formula": FLOP_FORMULA, "results": [], "skipped": {}}
+           "flop_formula": FLOP_FORMULA, "sdpa_backend": _sdpa_backend(impls, config),
+           "results": [], "skipped": {}}
     points = [(name, n) for name in impls for n in ns]
     if not interleave:
         for name, n in _progress(points, "bench", progress):
@@ -165,6 +175,7 @@ def run_sweep(impls: Sequence[str], ns: Sequence[int], config: Optional[BenchCon
     else:
         ready: Dict[Tuple[str, int], Any] = {}
         rows: Dict[Tuple[str, int], Dict[str, Any]] = {}
+        tuned: Dict[Tuple[str, int], Any] = {}
         for name, n in points:
             if name in doc["skipped"]:
                 continue
@@ -173,6 +184,7 @@ def run_sweep(impls: Sequence[str], ns: Sequence[int], config: Optional[BenchCon
                 _, fn, inputs = ready[(name, n)]
                 for _ in range(warmup):
                     fn(*inputs)
+                tuned[(name, n)] = _tuned(name)  # the warm-up tuned this point's key
             except ImplUnavailable as err:
                 doc["skipped"][name] = str(err)
                 ready.pop((name, n), None)
@@ -180,6 +192,8 @@ def run_sweep(impls: Sequence[str], ns: Sequence[int], config: Optional[BenchCon
                 rows[(name, n)] = _error(name, n, err)
                 ready.pop((name, n), None)
         times: Dict[Tuple[str, int], List[float]] = {key: [] for key in ready}
+        host: Dict[Tuple[str, int], List[float]] = {key: [] for key in ready}
+        method = "perf_counter"
         rounds = [key for _ in range(repeat) for key in ready]
         for key in _progress(rounds, "bench", progress):
             if key in rows:
@@ -188,12 +202,18 @@ def run_sweep(impls: Sequence[str], ns: Sequence[int], config: Optional[BenchCon
             try:
                 t = profiling.time_ms(fn, *inputs, repeat=1, warmup=0, device=config.device)
                 times[key].append(t.median_ms)
+                method = t.method
+                if t.host_ms is not None:
+                    host[key].append(t.host_ms)
             except Exception as err:
                 rows[key] = _error(key[0], key[1], err)
         for key, (impl, fn, inputs) in ready.items():
             if key in rows:
                 continue
-            rows[key] = _row(impl, key[1], config, profiling.Timing(times[key], warmup))
+            rows[key] = _row(impl, key[1], config,
+                             profiling.Timing(times[key], warmup, method, host[key] or None))
+            if key[0] == "triton":
+                rows[key]["autotune_config"] = tuned.get(key)
             if memory:
                 try:
                     _add_memory(rows[key], impl, fn, inputs)
@@ -203,6 +223,16 @@ def run_sweep(impls: Sequence[str], ns: Sequence[int], config: Optional[BenchCon
     if doc["device"]["kind"] == "cpu":
         doc["device"]["threads"] = cpu_threads()
     return doc
+
+
+def _sdpa_backend(impls: Sequence[str], config: BenchConfig) -> Optional[str]:
+    """SDPA's best backend for the sweep's device, dtype and head dim (when it times SDPA)."""
+    if not any(name.startswith("torch_sdpa") for name in impls):
+        return None
+    try:
+        return best_sdpa_backend(config.device, config.dtype, config.d)
+    except Exception:  # no torch, or a device torch cannot use: the rows say why
+        return None
 
 
 def save_results(doc: Dict[str, Any], path: Union[str, Path]) -> Path:
