@@ -7,6 +7,7 @@ require the check to fire.
 """
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -15,9 +16,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_cells(chapter: str, until: str, replace: dict = None) -> dict:
-    """Execute the chapter's code cells in one namespace, up to the cell containing
-    ``until``; ``replace`` maps text of that cell to what it becomes."""
+@functools.lru_cache(maxsize=None)
+def chapter_until(chapter: str, until: str):
+    """Run the chapter's code cells in one namespace up to (not including) the cell that
+    contains ``until``; return that namespace and the cell's source."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -27,16 +29,24 @@ def run_cells(chapter: str, until: str, replace: dict = None) -> dict:
              if c["cell_type"] == "code"]
     ns: dict = {"__name__": "__chapter__"}
     for src in cells:
-        last = until in src
-        if last:
-            for old, new in (replace or {}).items():
-                assert src.count(old) == 1, f"{old!r} is not in the cell once"
-                src = src.replace(old, new)
-        exec(compile(src, f"{path.name}", "exec"), ns)
+        if until in src:
+            return ns, src
+        exec(compile(src, path.name, "exec"), ns)
         plt.close("all")
-        if last:
-            return ns
-    raise AssertionError(f"no code cell of {path.name} contains {until!r}")
+    raise ValueError(f"no code cell of {path.name} contains {until!r}")
+
+
+def run_check(chapter: str, until: str, replace: dict = None) -> dict:
+    """Run the cell containing ``until`` after the cells before it, with ``replace``
+    (text of the cell -> what it becomes) applied; return the namespace."""
+    before, src = chapter_until(chapter, until)
+    ns = dict(before)                      # each run starts from the same state
+    for old, new in (replace or {}).items():
+        if src.count(old) != 1:       # not an AssertionError: that is what the tests expect
+            raise ValueError(f"{old!r} is not in the cell once")
+        src = src.replace(old, new)
+    exec(compile(src, f"chapter {chapter}", "exec"), ns)
+    return ns
 
 
 # chapter 04, position interpolation: s*L tokens at positions t/s
@@ -45,7 +55,7 @@ PI_RANGE_CHECK = "assert pos_pi.max() < L"
 
 
 def test_ch04_position_interpolation_check_holds():
-    ns = run_cells("04", PI_CELL)
+    ns = run_check("04", PI_CELL)
     assert ns["S_pi"].shape == (ns["s"] * ns["L"],) * 2      # it ran s*L tokens
 
 
@@ -55,7 +65,7 @@ def test_ch04_position_interpolation_check_holds():
 def test_ch04_position_interpolation_check_fails_when_interpolation_is_broken(broken):
     # the score comparison alone must catch it (the range check is taken out)
     with pytest.raises(AssertionError):
-        run_cells("04", PI_CELL, {"np.arange(s * L) / s": broken, PI_RANGE_CHECK: "pass"})
+        run_check("04", PI_CELL, {"np.arange(s * L) / s": broken, PI_RANGE_CHECK: "pass"})
     # and the range check alone too
     with pytest.raises(AssertionError):
-        run_cells("04", PI_CELL, {"np.arange(s * L) / s": broken})
+        run_check("04", PI_CELL, {"np.arange(s * L) / s": broken})
