@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from attn_edu import tiny_transformer as tt  # noqa: E402
+from attn_edu import induction_seeds, tiny_transformer as tt  # noqa: E402
 from attn_edu.multihead_torch import MultiHeadAttention  # noqa: E402
 
 V, L = 10, 8
@@ -273,7 +273,7 @@ def test_copy_accuracy_counts_the_predictable_tokens():
 
 
 def test_recorded_induction_seeds_let_the_ablation_name_the_layer0_head():
-    runs = tt.recorded_induction_seeds()
+    runs = induction_seeds.recorded_induction_seeds()
     two = [r for r in runs if r["num_heads"] == 2]
     assert len(two) >= 10 and len({r["seed"] for r in two}) == len(two)
     for r in two:
@@ -289,8 +289,8 @@ def test_recorded_induction_seeds_let_the_ablation_name_the_layer0_head():
 
 @pytest.mark.slow
 def test_induction_study_reproduces_the_record_for_seed_0():
-    recorded = next(r for r in tt.recorded_induction_seeds() if r["seed"] == 0 and r["num_heads"] == 2)
-    fresh = tt.induction_study(0)
+    recorded = next(r for r in induction_seeds.recorded_induction_seeds() if r["seed"] == 0 and r["num_heads"] == 2)
+    fresh = induction_seeds.induction_study(0)
     assert fresh["roles"] == recorded["roles"]
     assert fresh["accuracy"] == pytest.approx(recorded["accuracy"], abs=0.02)
     assert fresh["ablated"] == pytest.approx(recorded["ablated"], abs=0.03)
