@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow      # runs a chapter's cells (about 20 s)
 
 
 @functools.lru_cache(maxsize=None)
@@ -21,18 +22,25 @@ def chapter_until(chapter: str, until: str):
     """Run the chapter's code cells in one namespace up to (not including) the cell that
     contains ``until``; return that namespace and the cell's source."""
     import matplotlib
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import plotly.io as pio
 
     path = next((ROOT / "notebooks").glob(f"{chapter}_*.ipynb"))
     cells = [("".join(c["source"])) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
              if c["cell_type"] == "code"]
     ns: dict = {"__name__": "__chapter__"}
-    for src in cells:
-        if until in src:
-            return ns, src
-        exec(compile(src, path.name, "exec"), ns)
-        plt.close("all")
+    renderer, backend = pio.renderers.default, matplotlib.get_backend()
+    plt.switch_backend("Agg")
+    try:
+        with matplotlib.rc_context():      # the chapter's setup changes plot defaults
+            for src in cells:
+                if until in src:
+                    return ns, src
+                exec(compile(src, path.name, "exec"), ns)
+                plt.close("all")
+    finally:
+        pio.renderers.default = renderer
+        plt.switch_backend(backend)
     raise ValueError(f"no code cell of {path.name} contains {until!r}")
 
 
