@@ -49,6 +49,8 @@ __all__ = [
     "induction_targets",
     "train_induction",
     "induction_scores",
+    "copy_accuracy",
+    "layer0_role",
 ]
 
 
@@ -423,8 +425,9 @@ class _AttentionOnlyBlock(nn.Module):
 
 
 class AttentionOnlyLM(nn.Module):
-    """A causal language model made of attention layers only, the smallest model in which
-    induction heads form (Olsson et al., 2022).
+    """A causal language model made of attention layers only, the kind of small model in
+    which induction heads form (Olsson et al., 2022): two layers suffice, and one head per
+    layer is enough (chapter 07).
 
     Tokens x (B, L) -> next-token logits (B, L, vocab): learned token and position
     embeddings, ``num_layers`` residual causal attention layers (no MLPs, no layer norms),
@@ -537,17 +540,51 @@ def induction_scores(weights: Sequence[Tensor], period: Tensor) -> Dict[str, Ten
     * ``"previous_token"``: the weight of query i on key i - 1 (over 1 <= i < L);
     * ``"induction"``: the weight of query i on key i - period + 1, the token after the
       earlier occurrence of x_i (over the :func:`induction_targets` queries).
+    * ``"duplicate_token"``: the weight of query i on key i - period, the earlier
+      occurrence of x_i itself (over the second copy, period <= i < 2 * period). A layer-0
+      head with this pattern can stand in for the previous-token head: it tells position
+      i where its token occurred before, and layer 1 can read the successor from there.
 
     ``weights``: one (B, H, L, L) tensor per layer; period (B,). Returns (layers, H)
     tensors; 1 means all weight on the pattern.
     """
-    prev, ind = [], []
+    prev, ind, dup = [], [], []
+
+    def mean_on(w: Tensor, shift: int, rows: Tensor) -> Tensor:
+        # mean weight of query i on key i - period + shift over the rows (B, L) -> (H,)
+        B, H, L, _ = w.shape
+        key = (torch.arange(L)[None, :] - period[:, None] + shift).clamp(min=0).to(w.device)  # (B, L)
+        on_key = torch.gather(w, 3, key[:, None, :, None].expand(B, H, L, 1))[..., 0]  # (B, H, L)
+        rows = rows.to(w.device)
+        return (on_key * rows[:, None, :]).sum(dim=(0, 2)) / rows.sum()
+
     for w in weights:
         B, H, L, _ = w.shape
         i = torch.arange(1, L)
         prev.append(w[:, :, i, i - 1].mean(dim=(0, 2)))  # (H,)
-        rows = induction_targets(period, L).to(w.device)  # (B, L)
-        key = (torch.arange(L)[None, :] - period[:, None] + 1).clamp(min=0).to(w.device)  # (B, L)
-        on_key = torch.gather(w, 3, key[:, None, :, None].expand(B, H, L, 1))[..., 0]  # (B, H, L)
-        ind.append((on_key * rows[:, None, :]).sum(dim=(0, 2)) / rows.sum())  # (H,)
-    return {"previous_token": torch.stack(prev), "induction": torch.stack(ind)}
+        ind.append(mean_on(w, 1, induction_targets(period, L)))  # (H,)
+        t = torch.arange(L)[None, :]
+        dup.append(mean_on(w, 0, (t >= period[:, None]) & (t < 2 * period[:, None])))  # (H,)
+    return {"previous_token": torch.stack(prev), "induction": torch.stack(ind),
+            "duplicate_token": torch.stack(dup)}
+
+
+def copy_accuracy(model: nn.Module, x: Tensor, period: Tensor) -> float:
+    """Share of the predictable second-copy tokens of :func:`repeated_batch` sequences
+    ``x`` (B, L) that ``model`` predicts right (its argmax at position i against x_{i+1},
+    over the :func:`induction_targets` positions)."""
+    device = next(model.parameters()).device
+    targets = induction_targets(period, x.shape[1] - 1)  # (B, L-1)
+    with torch.no_grad():
+        pred = model(x[:, :-1].to(device)).argmax(-1).cpu()  # (B, L-1)
+    return (pred == x[:, 1:])[targets].float().mean().item()
+
+
+def layer0_role(previous_token: float, duplicate_token: float, threshold: float = 0.3) -> str:
+    """Name a layer-0 head of an induction circuit by its scores: ``"previous-token"`` or
+    ``"duplicate-token"`` (the larger score, when it exceeds ``threshold``), else ``"other"``."""
+    best = max(previous_token, duplicate_token)
+    if best <= threshold:
+        return "other"
+    return "previous-token" if previous_token >= duplicate_token else "duplicate-token"
+

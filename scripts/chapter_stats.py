@@ -69,10 +69,18 @@ def _strip_folded(md: str) -> str:
     return re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
 
 
+# Only what a browser would read as markup: comments and tags that start with a letter
+# (``<div class="x">``, ``</span>``, ``<br/>``). A bare ``<`` in prose or inline math
+# (``$m_{new} < m_{old}$``) is text, and must not swallow the words up to the next ``>``.
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+
+
 def words(md: str) -> int:
     """Main-flow words in a markdown string (see the module docstring)."""
     text = _strip_folded(md)
-    text = re.sub(r"<[^>]+>", " ", text)  # HTML tags
+    text = _HTML_COMMENT.sub(" ", text)
+    text = _HTML_TAG.sub(" ", text)
     return sum(1 for tok in text.split() if re.search(r"[A-Za-z0-9]", tok))
 
 
@@ -91,11 +99,12 @@ def visible_code_cells(nb: dict) -> List[Dict[str, int]]:
 
 def chapter_stats(path: Path) -> Dict[str, object]:
     nb = json.loads(Path(path).read_text())
-    md = "\n\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    # cell by cell: nothing in one cell (an unclosed fence, a stray ``<``) can hide the next
+    n_words = sum(words("".join(c["source"])) for c in nb["cells"] if c["cell_type"] == "markdown")
     code = visible_code_cells(nb)
     return {
         "chapter": Path(path).name,
-        "words": words(md),
+        "words": n_words,
         "visible_cells": len(code),
         "longest_cell": max((c["lines"] for c in code), default=0),
         "long_cells": [c for c in code if c["lines"] > MAX_CELL_LINES],

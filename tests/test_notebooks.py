@@ -161,3 +161,22 @@ def test_chapter_stats_counts_what_a_reader_sees():
         {"cell_type": "code", "metadata": {"tags": ["hide-input"]}, "source": ["x\n"] * 40},
     ]}
     assert cs.visible_code_cells(nb) == [{"index": 0, "lines": 2}]
+
+
+def test_chapter_stats_counts_words_after_a_less_than_in_math(tmp_path):
+    """A ``<`` in inline math is not the start of an HTML tag: the words after it, up to a
+    later ``>`` (in the same cell or the next one), are words a reader sees."""
+    cs = _chapter_stats()
+    md = "so $e^{m_{old} - m_{new}} < 1$ and the sum shrinks; later $y > 0$ holds"
+    assert cs.words(md) == 12
+    # real markup still goes: tags (with attributes, closing, self-closing) and comments
+    assert cs.words('<div class="x">one</div> two<br/> <!-- not three -->') == 2
+    # across cells: the old rule joined the markdown and lost everything between the cells
+    nb = {"cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["rescale when $a < b$ here\n"]},
+        {"cell_type": "code", "metadata": {}, "source": ["x = 1\n"]},
+        {"cell_type": "markdown", "metadata": {}, "source": ["four words then $c > d$\n"]},
+    ]}
+    path = tmp_path / "chapter.ipynb"
+    path.write_text(json.dumps(nb))
+    assert cs.chapter_stats(path)["words"] == 5 + 5

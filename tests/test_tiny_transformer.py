@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from attn_edu import tiny_transformer as tt  # noqa: E402
+from attn_edu import induction_seeds, tiny_transformer as tt  # noqa: E402
 from attn_edu.multihead_torch import MultiHeadAttention  # noqa: E402
 
 V, L = 10, 8
@@ -229,3 +229,69 @@ def test_train_induction_lowers_the_repeat_loss_and_restores_threads():
     assert h["loss_repeat"][-1] < h["loss_other"][-1]          # the copy is learned first
     with tt.ablate_heads(m, 0, [0]):                           # works on this model too
         m(torch.zeros(1, 15, dtype=torch.long))
+
+
+def test_duplicate_token_score_and_layer0_roles():
+    B, L = 3, 12
+    period = torch.tensor([4, 5, 6])
+    dup = torch.full((B, 1, L, L), 1.0 / L)
+    for b in range(B):
+        p = int(period[b])
+        for i in range(p, 2 * p):
+            dup[b, 0, i] = 0
+            dup[b, 0, i, i - p] = 1                            # the earlier copy of x_i itself
+    prev = torch.zeros(B, 1, L, L)
+    prev[:, 0, 0, 0] = 1
+    prev[:, 0, torch.arange(1, L), torch.arange(L - 1)] = 1
+    s = tt.induction_scores([dup, prev], period)
+    assert s["duplicate_token"][0, 0] == 1 and s["duplicate_token"][1, 0] == 0
+    assert s["previous_token"][0, 0] < 0.3 and s["induction"][0, 0] < 0.3
+    assert tt.layer0_role(0.9, 0.1) == "previous-token"
+    assert tt.layer0_role(0.1, 0.85) == "duplicate-token"
+    assert tt.layer0_role(0.2, 0.25) == "other"
+
+
+class _Oracle(torch.nn.Module):
+    """Predicts the next token of the sequences it was given (or always token 0)."""
+
+    def __init__(self, x, vocab, right=True):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.x, self.vocab, self.right = x, vocab, right
+
+    def forward(self, x):
+        nxt = self.x[:, 1:x.shape[1] + 1] if self.right else torch.zeros_like(x)
+        return torch.nn.functional.one_hot(nxt, self.vocab).float() + 0 * self.w
+
+
+def test_copy_accuracy_counts_the_predictable_tokens():
+    x, period = tt.repeated_batch(50, 16, 8, torch.Generator().manual_seed(0))
+    assert tt.copy_accuracy(_Oracle(x, 8), x, period) == 1.0
+    targets = tt.induction_targets(period, 15)
+    zero_share = (x[:, 1:][targets] == 0).float().mean().item()
+    assert tt.copy_accuracy(_Oracle(x, 8, right=False), x, period) == pytest.approx(zero_share)
+
+
+def test_recorded_induction_seeds_let_the_ablation_name_the_layer0_head():
+    runs = induction_seeds.recorded_induction_seeds()
+    two = [r for r in runs if r["num_heads"] == 2]
+    assert len(two) >= 10 and len({r["seed"] for r in two}) == len(two)
+    for r in two:
+        essential = min(range(2), key=lambda h: r["ablated"][0][h])
+        assert r["ablated"][0][essential] < 0.5 * r["accuracy"]     # the circuit breaks
+        assert r["roles"][essential] != "other"                    # and its scores say why
+        assert r["ablated"][0][1 - essential] > 0.8 * r["accuracy"]
+    assert {r["roles"][min(range(2), key=lambda h: r["ablated"][0][h])] for r in two} == {
+        "previous-token", "duplicate-token"}                       # both mechanisms occur
+    one = [r for r in runs if r["num_heads"] == 1]
+    assert one and all(r["accuracy"] > 0.9 for r in one)          # one head per layer suffices
+
+
+@pytest.mark.slow
+def test_induction_study_reproduces_the_record_for_seed_0():
+    recorded = next(r for r in induction_seeds.recorded_induction_seeds() if r["seed"] == 0 and r["num_heads"] == 2)
+    fresh = induction_seeds.induction_study(0)
+    assert fresh["roles"] == recorded["roles"]
+    assert fresh["accuracy"] == pytest.approx(recorded["accuracy"], abs=0.02)
+    for fresh_row, recorded_row in zip(fresh["ablated"], recorded["ablated"]):
+        assert fresh_row == pytest.approx(recorded_row, abs=0.03)
