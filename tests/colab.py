@@ -51,12 +51,26 @@ def _norm(name: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def colab_pins(runtime: str = "gpu") -> Dict[str, str]:
-    """``{normalised name: version}`` of Colab's ``runtime`` ("gpu" or "cpu")."""
+    """``{normalised name: version}`` of Colab's ``runtime`` ("gpu" or "cpu").
+
+    ``name==version`` lines, and ``name @ URL`` lines whose URL ends in a wheel or sdist
+    file name (the CPU runtime's ``torch @ .../torch-2.11.0%2Bcpu-cp313-...whl``); a
+    ``name @ git+...`` line has no version and is left out.
+    """
+    from urllib.parse import unquote
+
     pins = {}
     for line in (DATA / f"pip-freeze.{runtime}.txt").read_text(encoding="utf-8").splitlines():
         m = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)", line.strip())
         if m:
             pins[_norm(m.group(1))] = m.group(2)
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*) @ \S*/([^/#\s]+?)(?:\.whl|\.tar\.gz)(?:#\S*)?", line.strip())
+        if m:
+            file = unquote(m.group(2))  # name-version[-tags] (a wheel) or name-version (an sdist)
+            parts = file.split("-")
+            if len(parts) >= 2 and _norm(parts[0]) == _norm(m.group(1)):
+                pins[_norm(m.group(1))] = parts[1]
     return pins
 
 
