@@ -15,7 +15,8 @@ kernel that believes it runs in Colab.
   makes ``import triton`` fail as on Colab's CPU runtime.
 
 A venv that cannot be built (no network for PyPI, say) makes the tests that need it skip
-with pip's reason (:func:`standin_or_skip`).
+with pip's reason (:func:`standin_or_skip`); ``ATTN_EDU_NO_COLAB_STANDIN=1`` skips them
+without trying.
 """
 from __future__ import annotations
 
@@ -99,12 +100,24 @@ def standin_venv() -> Path:
 
 
 @functools.lru_cache(maxsize=None)
+def standin_or_reason() -> tuple:
+    """``(python, "")`` of :func:`standin_venv`, or ``(None, why)`` where it cannot be built
+    (no network, a version missing for this Python ...); tried once per test session.
+    ``ATTN_EDU_NO_COLAB_STANDIN=1`` says not to try (a machine without PyPI)."""
+    if os.environ.get("ATTN_EDU_NO_COLAB_STANDIN") == "1":
+        return None, "ATTN_EDU_NO_COLAB_STANDIN=1"
+    try:
+        return standin_venv(), ""
+    except RuntimeError as exc:  # pip failed
+        return None, str(exc)[-600:]
+
+
 def standin_or_skip() -> Path:
     """:func:`standin_venv`, or skip the test (with pip's reason) where it cannot be built."""
-    try:
-        return standin_venv()
-    except RuntimeError as exc:  # pip failed: no network, a version missing for this Python ...
-        pytest.skip(f"the Colab stand-in venv could not be built: {str(exc)[-600:]}")
+    python, why = standin_or_reason()
+    if python is None:
+        pytest.skip(f"the Colab stand-in venv could not be built: {why}")
+    return python
 
 
 def python313() -> Optional[Path]:
@@ -142,6 +155,25 @@ def write_colab_kernelspec(jupyter_path: Path, python: Path, root: Path, block: 
     launcher = _LAUNCHER.format(fake=str(fake_colab_dir(root)), block=tuple(block))
     spec = spec_dir / "kernel.json"
     data = json.loads(spec.read_text())
-    data["argv"] = [str(python), "-c", launcher, "-f", "{connection_file}"]
+    data["argv"] = [str(python), "-Xfrozen_modules=off", "-c", launcher, "-f", "{connection_file}"]
     spec.write_text(json.dumps(data, indent=1))
     return spec_dir
+
+
+def python313_venv() -> Path:
+    """A cached venv of Colab's Python (3.13) with Colab's NumPy, pytest and hypothesis (no
+    torch: PyTorch's local wheel is for 3.11), and this working tree's attn_edu; skips the
+    test where 3.13 or the packages are missing."""
+    base = python313()
+    if base is None:
+        pytest.skip("no Python 3.13 here (pyenv install 3.13.0, or put python3.13 on PATH)")
+    import hypothesis
+
+    reqs = [f"numpy=={colab_pins('gpu')['numpy']}", "setuptools>=70.1", f"pytest=={pytest.__version__}",
+            f"hypothesis=={hypothesis.__version__}"]
+    try:
+        python = venvs.cached_venv("colab-py313", reqs, base=base)
+        venvs.install_attn_edu(python)
+    except (RuntimeError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"the Python 3.13 venv could not be built: {str(exc)[-600:]}")
+    return python
