@@ -50,8 +50,7 @@ import sys
 import uuid
 from typing import Any
 
-__all__ = ["setup_notebook", "BOOK_RENDERER", "COLAB_RENDERER", "in_colab", "pick_device",
-           "plotly_js_loader", "plotly_cdn_url"]
+__all__ = ["setup_notebook", "BOOK_RENDERER", "in_colab", "pick_device", "plotly_js_loader"]
 
 #: name under which the book renderer is registered in ``plotly.io.renderers``
 BOOK_RENDERER = "attn_edu"

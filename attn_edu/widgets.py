@@ -26,7 +26,7 @@ What every live explorer does, so no chapter has to:
 * **No backlog of stale recomputes.** Sliders update on release
   (``continuous_update=False``). When the reader moves controls faster than the figure
   recomputes, the kernel queues their messages; before recomputing, the handler looks at
-  that queue (:func:`_queued_changes`) and, if a queued message will change one of this
+  that queue (``_queued_changes``) and, if a queued message will change one of this
   explorer's controls again, leaves the recompute to that message's handler and keeps
   showing "computing…". So only the latest values are computed, and the last change
   always is. Where the queue cannot be read (another kernel), every change recomputes.
