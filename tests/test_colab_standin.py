@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 import colab
-from venvs import REPO, jupyter_dirs, write_kernelspec
+from venvs import REPO, jupyter_dirs
 
 pytestmark = pytest.mark.slow
 

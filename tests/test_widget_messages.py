@@ -21,7 +21,6 @@ kernels: the figure and the status arrive after idle.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import sys
 import time
