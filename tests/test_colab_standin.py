@@ -16,7 +16,10 @@ environment's kernel instead, still with triton blocked and ``google.colab`` sto
 
 Chapters still known not to run without triton are listed in :data:`NO_TRITON_PENDING`
 and expected to fail (strictly: when one starts to pass, the test says so and the entry
-must go). Slow: about a chapter's run time each, as in tests/test_notebooks.py.
+must go). Slow: about a chapter's run time each, as in tests/test_notebooks.py. Measured on
+a shared 2-core machine at load ~12: 12 to 80 s a chapter, about 11 minutes for all 14,
+after the stand-in venv is built once (about 8.5 minutes, cached under
+``$TMPDIR/attn-edu-venvs``).
 Python 3.13 (Colab's) is checked by :func:`test_python313_installs_and_runs_the_numpy_side`.
 """
 from __future__ import annotations
