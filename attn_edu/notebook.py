@@ -31,7 +31,16 @@ has no plotly (its server then shows the ``text/html`` part), and the classic No
 No figure loads anything from the network; a figure that finds no plotly.js after a few
 seconds says so (and how to fix it) instead of staying blank.
 
-On Colab (``"google.colab" in sys.modules``) the built-in ``"colab"`` renderer is used.
+On Colab (``"google.colab" in sys.modules``) the renderer ``"attn_edu_colab"`` is used:
+the same HTML (``text/html`` only, as plotly's ``"colab"`` renderer gives), which loads
+plotly.js from plotly's CDN when the page has none -- Colab's output frames have none, and
+Colab is online -- and draws once it has loaded. Plotly's ``"colab"`` renderer instead
+writes ``<script src=...>`` followed by an inline ``Plotly.newPlot``; inside an ipywidgets
+``Output`` (a live explorer) Colab runs the inline script before the library has loaded,
+and the figure fails with "Plotly is not defined" (googlecolab/colabtools#5889).
+tests/test_plotly_in_output.py inserts an explorer's output into Chromium the way a front
+end does (``innerHTML``, then each script re-created: ``src`` ones load asynchronously)
+and checks that it draws, and that plotly's ``"colab"`` HTML does not.
 """
 
 from __future__ import annotations
@@ -45,6 +54,8 @@ __all__ = ["setup_notebook", "BOOK_RENDERER", "in_colab", "pick_device", "plotly
 
 #: name under which the book renderer is registered in ``plotly.io.renderers``
 BOOK_RENDERER = "attn_edu"
+#: its Colab variant (loads plotly.js from plotly's CDN and waits for it)
+COLAB_RENDERER = "attn_edu_colab"
 
 
 def in_colab() -> bool:
@@ -71,6 +82,7 @@ _HTML_TEMPLATE = """\
   var divId = "{div_id}";
   var fig = {fig_json};
   var config = {config_json};
+  var src = {src_json};
   function draw() {{
     var el = document.getElementById(divId);
     if (!el) return;
@@ -78,12 +90,17 @@ _HTML_TEMPLATE = """\
       if (fig.frames && fig.frames.length) return window.Plotly.addFrames(el, fig.frames);
     }});
   }}
+  if (src && !window.Plotly && !document.getElementById("{loader_id}")) {{
+    var s = document.createElement("script");
+    s.id = "{loader_id}"; s.src = src; s.charset = "utf-8";
+    document.head.appendChild(s);
+  }}
   var waited = 0;
   (function whenPlotly() {{
     if (window.Plotly) {{ draw(); return; }}
-    if ((waited += 100) < 5000) {{ setTimeout(whenPlotly, 100); return; }}
+    if ((waited += 100) < {wait_ms}) {{ setTimeout(whenPlotly, 100); return; }}
     var el = document.getElementById(divId);
-    if (el) el.innerHTML = '<p style="color:#a00">{missing}</p>';
+    if (el) el.innerHTML = '<p style="color:#a00">' + (src ? {missing_src} + src : {missing}) + '</p>';
   }})();
 }})();
 </script>"""
@@ -95,8 +112,12 @@ PLOTLY_MISSING = (
     "notebook&#39;s first cell (attn_edu.setup_notebook() loads it), or install plotly in "
     "the Jupyter server&#39;s environment."
 )
+#: shown in place of a figure whose plotly.js (from ``src``) did not load
+PLOTLY_SRC_MISSING = "This plotly figure could not load plotly.js (no network?) from "
 #: id of the element that :func:`plotly_js_loader` displays
 LOADER_ID = "attn-edu-plotly-js-loader"
+#: id of the ``<script src>`` that a figure adds to the page when it loads plotly.js itself
+SRC_LOADER_ID = "attn-edu-plotly-js-src"
 #: Set (to "1") while the book builds, when the book serves plotly.js itself.
 BOOK_BUILD_ENV = "ATTN_EDU_BOOK_BUILD"
 
@@ -141,10 +162,17 @@ def _make_renderer_class():
     from plotly.io.json import to_json  # noqa: PLC0415
 
     class BookRenderer(MimetypeRenderer):
-        """Plotly renderer for the static book that also works live in Jupyter front ends."""
+        """Plotly renderer for the static book that also works live in Jupyter front ends.
 
-        def __init__(self, config: dict | None = None) -> None:
+        ``plotly_js_url``: where a figure loads plotly.js from when the page has none
+        (Colab: plotly's CDN); ``None`` (the book, Jupyter): never load, wait for the
+        page's. ``plotly_json``: whether the bundle also carries the plotly mime type.
+        """
+
+        def __init__(self, config: dict | None = None, plotly_js_url: str | None = None,
+                     plotly_json: bool = True) -> None:
             self.config = dict(config) if config else {}
+            self.plotly_js_url, self.plotly_json = plotly_js_url, plotly_json
 
         def to_mimebundle(self, fig_dict: dict) -> dict[str, Any]:
             fig_json = to_json(fig_dict, validate=False, remove_uids=False)
@@ -160,8 +188,14 @@ def _make_renderer_class():
                 height=height_css,
                 fig_json=safe(fig_json),
                 config_json=safe(json.dumps(config)),
-                missing=PLOTLY_MISSING,
+                src_json=safe(json.dumps(self.plotly_js_url)),
+                loader_id=SRC_LOADER_ID,
+                wait_ms=30000 if self.plotly_js_url else 5000,  # a download may take a while
+                missing=json.dumps(PLOTLY_MISSING),
+                missing_src=json.dumps(PLOTLY_SRC_MISSING),
             )
+            if not self.plotly_json:
+                return {"text/html": html}
             plotly_fig = dict(fig_obj)
             if self.config:
                 plotly_fig["config"] = dict(self.config)
@@ -170,11 +204,30 @@ def _make_renderer_class():
     return BookRenderer
 
 
+def plotly_cdn_url() -> str:
+    """plotly's CDN address of the plotly.js that the installed plotly.py was made for
+    (what plotly's own ``"colab"`` renderer loads)."""
+    try:
+        from plotly.io._utils import plotly_cdn_url as cdn  # noqa: PLC0415
+
+        return cdn()
+    except ImportError:  # an older plotly.py
+        from plotly.offline import get_plotlyjs_version  # noqa: PLC0415
+
+        return f"https://cdn.plot.ly/plotly-{get_plotlyjs_version()}.min.js"
+
+
 def _register_plotly_renderer() -> str:
+    """Register the book renderer (its Colab variant on Colab) and make it the default."""
     import plotly.io as pio  # noqa: PLC0415
 
     if in_colab():
-        name = "colab"
+        # plotly's "colab" renderer writes <script src=cdn> + an inline Plotly.newPlot. Colab
+        # runs an ipywidgets Output's scripts as it inserts them, the inline one before the
+        # library has loaded: "Plotly is not defined" (colabtools#5889). This one loads the
+        # same plotly.js from the CDN itself and waits for it; text/html only, as "colab".
+        name = COLAB_RENDERER
+        pio.renderers[name] = _make_renderer_class()(plotly_js_url=plotly_cdn_url(), plotly_json=False)
     else:
         if BOOK_RENDERER not in pio.renderers:
             pio.renderers[BOOK_RENDERER] = _make_renderer_class()()
@@ -205,7 +258,8 @@ def setup_notebook(plotly: bool = True) -> str:
     """Prepare a chapter notebook; return the torch device string (``"cuda"``/``"cpu"``).
 
     * ``plotly=True``: register and select a plotly renderer that draws on the static
-      book page and live in JupyterLab / VS Code (``"colab"`` on Colab), and, in a live
+      book page and live in JupyterLab / VS Code (on Colab its variant that loads
+      plotly.js from plotly's CDN, ``COLAB_RENDERER``), and, in a live
       kernel, display plotly.js once (:func:`plotly_js_loader`) so that figures draw
       offline in any front end.  Skipped silently when plotly is not installed.
     * tidy matplotlib defaults (size, grid, no top/right spines).

@@ -16,12 +16,20 @@ What every live explorer does, so no chapter has to:
   box carries the CSS class ``attn-edu-busy``; the class ``attn-edu-explorer`` marks
   every explorer). When idle the note is an empty ``<span data-renders="N">`` that counts
   the recomputes, which is what a browser test waits for.
+* **Every update happens in the handler of the change that caused it.** A control's
+  change (a ``comm_msg`` from the front end) disables what cannot matter, shows
+  "computing…", recomputes and replaces the figure *before its handler returns*, so every
+  update reaches the front end before the kernel reports idle for that message -- as
+  ipywidgets' own ``interact`` does. Colab's front end drops widget messages that arrive
+  after that idle (googlecolab/colabtools#3373); a recompute deferred to a later turn of
+  the event loop would never show there.
 * **No backlog of stale recomputes.** Sliders update on release
-  (``continuous_update=False``). In a kernel, changes are coalesced: a recompute that
-  took more than ``DEBOUNCE_AFTER_S`` (0.2 s) is followed by a short pause
-  (``DEBOUNCE_S``, 0.15 s) that lets the changes the reader made meanwhile arrive, and then
-  only the latest values are computed. Outside a running event loop (plain Python,
-  tests) every change recomputes at once.
+  (``continuous_update=False``). When the reader moves controls faster than the figure
+  recomputes, the kernel queues their messages; before recomputing, the handler looks at
+  that queue (``_queued_changes``) and, if a queued message will change one of this
+  explorer's controls again, leaves the recompute to that message's handler and keeps
+  showing "computing…". So only the latest values are computed, and the last change
+  always is. Where the queue cannot be read (another kernel), every change recomputes.
 * **The figure is replaced in one step**: the new output replaces the old one (no blank
   flash), and an exception in ``compute`` shows its traceback in the output.
 
@@ -39,7 +47,6 @@ import hashlib
 import io
 import itertools
 import random
-import time
 import traceback
 import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional
@@ -50,10 +57,6 @@ __all__ = [
     "explorers",
 ]
 
-#: a recompute slower than this (seconds) is followed by a debounce pause
-DEBOUNCE_AFTER_S = 0.2
-#: how long (seconds) to wait for further changes before a slow recompute
-DEBOUNCE_S = 0.15
 #: CSS class of every explorer's outer box, and the one it carries while busy
 EXPLORER_CLASS, BUSY_CLASS = "attn-edu-explorer", "attn-edu-busy"
 _COMPUTING = "<i style='color:#777'>computing…</i>"
@@ -125,28 +128,42 @@ def _error_outputs(exc: BaseException) -> tuple:
              "traceback": [line.rstrip("\n") for line in tb]},)
 
 
-def _running_loop():
-    """The running event loop of the Jupyter kernel this code runs in, or None.
+def _queued_changes() -> List[tuple]:
+    """``(comm_id, state)`` of every widget update waiting in this kernel's shell queue.
 
-    Only the kernel's own loop: another library's loop (e.g. Playwright's, which stays
-    "running" in the main thread) would never run a scheduled recompute. None in plain
-    Python, a terminal IPython, or a kernel whose loop cannot be found: then every
-    change recomputes at once.
+    The messages a front end sent while the current one is handled: they wait on the
+    kernel's shell socket (moved into its queue by ``shell_stream.flush()``, as
+    ``Kernel.do_one_iteration`` does) and are handled, in order, after this one. Read
+    without consuming them. ipykernel 6 (Colab's 6.17 and later 6.x) keeps them in
+    ``kernel.msg_queue``; anywhere else (plain Python, another kernel) this returns ``[]``.
     """
-    import asyncio
     import sys
 
-    if "IPython" not in sys.modules:
-        return None
-    from IPython import get_ipython
-
-    kernel = getattr(get_ipython(), "kernel", None)
-    loop = getattr(getattr(kernel, "io_loop", None), "asyncio_loop", None)
+    if "ipykernel" not in sys.modules:
+        return []
     try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-    return running if running is loop else None
+        from IPython import get_ipython
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        items = getattr(getattr(kernel, "msg_queue", None), "_queue", None)
+        stream, session = getattr(kernel, "shell_stream", None), getattr(kernel, "session", None)
+        if items is None or stream is None or session is None:
+            return []
+        stream.flush()  # what arrived meanwhile, into the queue (its on_recv callback)
+        changes = []
+        for _index, _dispatch, args in list(items):  # (index, dispatch, (frames,)), in order
+            frames = args[0]
+            _, parts = session.feed_identities(frames, copy=not hasattr(frames[0], "bytes"))
+            raw = [getattr(p, "bytes", p) for p in parts]
+            if session.unpack(raw[1]).get("msg_type") != "comm_msg":
+                continue
+            content = session.unpack(raw[4])
+            data = content.get("data") or {}
+            if data.get("method") in ("update", "backbone") and isinstance(data.get("state"), dict):
+                changes.append((content.get("comm_id"), data["state"]))
+        return changes
+    except Exception:  # noqa: BLE001  (an unknown kernel: recompute every change)
+        return []
 
 
 # --------------------------------------------------------------------------- the explorer
@@ -158,8 +175,6 @@ class _Explorer:
                  status: Any) -> None:
         self.compute, self.controls, self.active_when = compute, controls, active_when
         self.box, self.output, self.status = box, output, status
-        self.last_seconds = 0.0
-        self.scheduled = False
         self.renders = 0
 
     def values(self) -> Dict[str, Any]:
@@ -185,31 +200,39 @@ class _Explorer:
 
     def render(self) -> None:
         """Compute with the current values and replace the output in one step."""
-        self.scheduled = False
-        start = time.perf_counter()
         try:
             outputs = _outputs_of(self.compute(**self.values()))
         except Exception as exc:  # shown to the reader, never swallowed
             outputs = _error_outputs(exc)
-        self.last_seconds = time.perf_counter() - start
         self.output.outputs = outputs
         self.renders += 1
         self.set_busy(False)
 
+    def superseded(self) -> bool:
+        """Whether a queued message will change one of the controls again (see the module doc).
+
+        Only a real change counts: a queued value equal to the current one triggers no
+        handler, so it must not stop this one from computing.
+        """
+        import json
+
+        by_id = {getattr(c, "model_id", None): c for c in self.controls.values()}
+        for comm_id, state in _queued_changes():
+            control = by_id.get(comm_id)
+            for key in ("value", "index"):  # what a value widget syncs (a Dropdown: its index)
+                if control is not None and key in state and control.has_trait(key):
+                    now = json.loads(json.dumps(control.get_state(key)[key], default=str))
+                    if state[key] != now:  # both as JSON (a range slider's tuple is a list)
+                        return True
+        return False
+
     def changed(self, _change: Any = None) -> None:
-        """A control moved: update which controls matter, then (re)compute."""
+        """A control moved: all of its consequences happen here, before this returns."""
         self.update_disabled()
-        loop = _running_loop()
-        if loop is None:  # plain Python: nothing to coalesce with
-            self.set_busy(True)
-            self.render()
-            return
         self.set_busy(True)  # sent to the front end now, before the recompute blocks
-        if self.scheduled:
-            return  # the pending recompute will read the latest values
-        self.scheduled = True
-        delay = DEBOUNCE_S if self.last_seconds > DEBOUNCE_AFTER_S else 0.0
-        loop.call_later(delay, self.render)
+        if self.superseded():
+            return  # the queued change's handler recomputes with the latest values
+        self.render()
 
 
 def live_explorer(compute: Callable[..., object], *, columns: int = 2,

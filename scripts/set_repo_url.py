@@ -15,6 +15,9 @@ Usage::
 
     python scripts/set_repo_url.py           # rewrite every copy from _config.yml
     python scripts/set_repo_url.py --check   # exit 1 and list the copies that differ
+    python scripts/set_repo_url.py --expect https://github.com/OWNER/REPO
+                                             # exit 1 unless repository.url is that repository
+                                             # (the publishing workflow's guard, .github/workflows/book.yml)
 
 Only the ``OWNER/REPO`` part (and the branch in Colab links) is rewritten; paths after it
 (``/issues``, ``/blob/main/notebooks/...``) are kept.
@@ -125,13 +128,34 @@ def _diff_lines(old: str, new: str) -> list[str]:
     return out
 
 
+def expect(url: str, expected: str) -> int:
+    """0 when ``url`` is the repository ``expected`` (GitHub names ignore case), else 1 and why."""
+    expected = expected.strip().rstrip("/")
+    expected = expected[:-4] if expected.endswith(".git") else expected
+    if url.lower() == expected.lower():
+        print(f"repository.url is this repository ({url})")
+        return 0
+    print(
+        f"_config.yml's repository.url is {url}, but this is {expected}: every chapter's first "
+        f"cell installs attn_edu from repository.url, so a book published from here would have "
+        f"readers install another repository's code. Set repository.url to {expected} and run "
+        f"python scripts/set_repo_url.py.",
+        file=sys.stderr,
+    )
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="only report mismatches (exit 1)")
+    parser.add_argument("--expect", metavar="URL",
+                        help="exit 1 unless repository.url is this repository (case-insensitive)")
     parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     url, branch = read_config(args.root)
+    if args.expect is not None:
+        return expect(url, args.expect)
     mismatched = []
     for path, rewrite in targets(args.root):
         old = path.read_text(encoding="utf-8")

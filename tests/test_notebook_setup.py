@@ -77,3 +77,20 @@ def test_book_extension_marks_the_build_so_chapters_do_not_inline_plotly(monkeyp
     monkeypatch.delenv(notebook.BOOK_BUILD_ENV, raising=False)  # restored afterwards
     ext.setup(App())
     assert os.environ[notebook.BOOK_BUILD_ENV] == "1"
+
+
+def test_on_colab_figures_load_plotly_js_from_plotlys_cdn_and_wait_for_it(monkeypatch):
+    """Colab: text/html only (as plotly's "colab" renderer), which loads the plotly.js that
+    the installed plotly.py was made for, once, and draws when it has loaded -- no inline
+    ``Plotly.newPlot`` that runs before it (tests/test_plotly_in_output.py draws it)."""
+    monkeypatch.setattr(pio.renderers, "default", pio.renderers.default)
+    monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
+    assert notebook._register_plotly_renderer() == notebook.COLAB_RENDERER
+    bundle = pio.renderers[notebook.COLAB_RENDERER].to_mimebundle(go.Figure(go.Bar(y=[1])).to_dict())
+    html = bundle["text/html"]
+    assert set(bundle) == {"text/html"}
+    assert notebook.plotly_cdn_url().startswith("https://cdn.plot.ly/plotly-")
+    assert html.count(notebook.plotly_cdn_url()) == 1 and notebook.SRC_LOADER_ID in html
+    assert not re.search(r"<script[^>]*\bsrc=", html), "no <script src> racing an inline script"
+    monkeypatch.delitem(sys.modules, "google.colab")
+    assert notebook._register_plotly_renderer() == notebook.BOOK_RENDERER

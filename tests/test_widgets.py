@@ -1,9 +1,9 @@
-"""attn_edu.widgets: controls that cannot matter are disabled, slow recomputes coalesce and
-show that they are working, and check_controls_matter finds a control that does nothing."""
-import asyncio
-import threading
-import time
+"""attn_edu.widgets: controls that cannot matter are disabled, every update happens in the
+handler of the change that caused it, a change superseded by a queued one is not computed,
+and check_controls_matter finds a control that does nothing.
 
+The message order seen by a front end (a real kernel, jupyter_client) is tested in
+tests/test_widget_messages.py."""
 import pytest
 
 pytest.importorskip("matplotlib")
@@ -110,105 +110,101 @@ def test_an_exception_in_compute_shows_its_traceback():
     assert widgets.BUSY_CLASS not in box._dom_classes
 
 
-class _Kernel:
-    """What the explorer looks for in a Jupyter kernel: its shell's kernel's io_loop."""
+class _QueueKernel:
+    """What the explorer reads of an ipykernel 6 kernel: ``msg_queue`` (a queue whose
+    ``_queue`` holds ``(index, dispatch, (frames,))``), ``shell_stream`` and ``session``."""
 
-    def __init__(self, loop):
-        self.kernel = type("K", (), {"io_loop": type("L", (), {"asyncio_loop": loop})()})()
+    def __init__(self, pending=()):
+        from jupyter_client.session import Session
 
+        self.session = Session(key=b"secret")
+        self.flushed = 0
+        self.msg_queue = type("Q", (), {"_queue": []})()
+        self.shell_stream = type("S", (), {"flush": lambda _self: setattr(self, "flushed", self.flushed + 1)})()
+        for comm_id, state in pending:
+            self.queue("comm_msg", {"comm_id": comm_id, "data": {"method": "update", "state": state}})
 
-def _run_in_own_thread(coro_fn):
-    """asyncio.run(coro_fn()) in a thread of its own: this thread may already "run" a
-    loop (Playwright's sync API keeps one running during the browser tests)."""
-    result, errors = [], []
-
-    def target():
-        try:
-            result.append(asyncio.run(coro_fn()))
-        except BaseException as exc:  # noqa: BLE001  (re-raised below)
-            errors.append(exc)
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join(60)
-    if errors:
-        raise errors[0]
-    return result[0]
+    def queue(self, msg_type, content):
+        frames = self.session.serialize(self.session.msg(msg_type, content), ident=[b"client"])
+        self.msg_queue._queue.append((len(self.msg_queue._queue), None, (frames,)))
 
 
 @pytest.fixture
-def in_kernel(monkeypatch):
-    """Run a coroutine as if in a kernel whose event loop is the running one."""
+def kernel(monkeypatch):
+    """A stand-in kernel with a shell queue the test fills (see _QueueKernel)."""
+    import sys
+
     import IPython
 
-    def run(coro_fn):
-        async def main():
-            monkeypatch.setattr(IPython, "get_ipython", lambda: _Kernel(asyncio.get_running_loop()))
-            return await coro_fn()
-        return _run_in_own_thread(main)
-    return run
+    pytest.importorskip("ipykernel")
+    import ipykernel  # noqa: F401  (the explorer only looks for a queue in an ipykernel)
+
+    holder = type("Shell", (), {})()
+    holder.kernel = _QueueKernel()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: holder)
+    assert "ipykernel" in sys.modules
+    return holder.kernel
 
 
-def test_another_librarys_running_loop_is_not_used():
-    """Outside a kernel (e.g. under Playwright's loop) a change recomputes at once."""
+def test_every_update_happens_inside_the_change_handler(kernel):
+    """No deferral: when the assignment (the handler of the front end's message) returns,
+    the figure, the status and the disabled controls are already updated."""
+    kind = ipywidgets.Dropdown(options=["causal", "pad"], value="causal")
+    n = ipywidgets.IntSlider(value=2, min=0, max=4)
+    box = widgets.live_explorer(lambda kind, n: f"{kind} {n}", kind=kind, n=n,
+                                active_when={"n": lambda kind, **_: kind == "pad"})
+    statuses = []
+    box.children[-2].observe(lambda ch: statuses.append(ch["new"]), names="value")
+    assert n.disabled
+    kind.value = "pad"
+    assert not n.disabled and box.children[-1].outputs[0]["data"]["text/plain"] == "'pad 2'"
+    assert "computing" in statuses[0] and statuses[-1] == '<span data-renders="2"></span>'
+    assert widgets.BUSY_CLASS not in box._dom_classes
+    assert kernel.flushed == 1  # it looked for newer changes first
+
+
+def test_a_queued_change_to_the_same_explorer_supersedes_the_recompute(kernel):
+    """A change queued behind this one (the reader moved on) leaves the recompute to its
+    handler: "computing…" stays, nothing stale is computed; then the queued one computes."""
     calls = []
-
-    async def scenario():
-        x = ipywidgets.IntSlider(value=0, min=0, max=9)
-        widgets.live_explorer(lambda x: calls.append(x), x=x)
-        x.value = 4
-        assert calls == [0, 4]
-
-    _run_in_own_thread(scenario)
-
-
-def test_slow_recomputes_coalesce_and_show_that_they_are_working(in_kernel):
-    """In a kernel's running loop, changes made while a slow recompute runs are merged:
-    only the latest values are computed, and the box is marked busy meanwhile."""
-    calls = []
-
-    def compute(x):
-        calls.append(x)
-        time.sleep(0.3)  # slower than DEBOUNCE_AFTER_S
-        return f"x = {x}"
-
-    async def scenario():
-        loop = asyncio.get_running_loop()
-        x = ipywidgets.IntSlider(value=0, min=0, max=9)
-        box = widgets.live_explorer(compute, x=x)  # initial render: at once
-        assert calls == [0]
-        x.value = 1  # scheduled after DEBOUNCE_S (the last recompute was slow)
-        assert widgets.BUSY_CLASS in box._dom_classes
-        assert "computing" in box.children[-2].value
-        # two more moves arrive while the recompute of x = 1 blocks the loop
-        loop.call_later(widgets.DEBOUNCE_S + 0.01, setattr, x, "value", 2)
-        loop.call_later(widgets.DEBOUNCE_S + 0.02, setattr, x, "value", 3)
-        x.value = 1  # no change: nothing new scheduled
-        for _ in range(100):
-            await asyncio.sleep(0.05)
-            if calls[-1] == 3 and widgets.BUSY_CLASS not in box._dom_classes:
-                break
-        return box
-
-    box = in_kernel(scenario)
-    assert calls == [0, 1, 3], "the stale value 2 was computed, or the latest one was not"
-    assert box.children[-1].outputs[0]["data"]["text/plain"] == "'x = 3'"
+    x = ipywidgets.IntSlider(value=0, min=0, max=9)
+    y = ipywidgets.IntSlider(value=0, min=0, max=9)
+    box = widgets.live_explorer(lambda x, y: calls.append((x, y)) or f"{x} {y}", x=x, y=y)
+    other = ipywidgets.IntSlider()
+    kernel.queue("execute_request", {"code": "1"})  # not a widget update: ignored
+    kernel.queue("comm_msg", {"comm_id": other.model_id, "data": {"method": "update", "state": {"value": 7}}})
+    kernel.queue("comm_msg", {"comm_id": y.model_id, "data": {"method": "update", "state": {"value": 0}}})
+    x.value = 1  # only updates of other explorers, or of nothing new, are queued: computes
+    assert calls == [(0, 0), (1, 0)]
+    kernel.queue("comm_msg", {"comm_id": x.model_id, "data": {"method": "update", "state": {"value": 3}}})
+    x.value = 2  # a newer value of x is queued: superseded
+    assert calls == [(0, 0), (1, 0)]
+    assert "computing" in box.children[-2].value and widgets.BUSY_CLASS in box._dom_classes
+    kernel.msg_queue._queue.clear()  # the queued message is handled: it sets x = 3
+    x.value = 3
+    assert calls[-1] == (3, 0) and box.children[-1].outputs[0]["data"]["text/plain"] == "'3 0'"
     assert box.children[-2].value == '<span data-renders="3"></span>'
 
 
-def test_fast_recomputes_run_without_a_pause(in_kernel):
+def test_a_dropdowns_queued_index_counts_as_a_change(kernel):
+    kind = ipywidgets.Dropdown(options=["a", "b", "c"], value="a")
     calls = []
+    widgets.live_explorer(lambda kind: calls.append(kind), kind=kind)
+    kernel.queue("comm_msg", {"comm_id": kind.model_id, "data": {"method": "update", "state": {"index": 1}}})
+    kind.value = "b"  # the queued index 1 is what we have now: not newer, computes
+    assert calls == ["a", "b"]
+    kind.value = "c"  # the queued index 1 differs from c's index 2: superseded
+    assert calls == ["a", "b"]
 
-    async def scenario():
-        x = ipywidgets.IntSlider(value=0, min=0, max=9)
-        widgets.live_explorer(lambda x: calls.append(x), x=x)
-        start = time.perf_counter()
-        x.value = 5
-        while calls[-1] != 5:
-            await asyncio.sleep(0.001)
-        return time.perf_counter() - start
 
-    assert in_kernel(scenario) < widgets.DEBOUNCE_S
+def test_outside_a_kernel_every_change_recomputes_at_once():
+    calls = []
+    x = ipywidgets.IntSlider(value=0, min=0, max=9)
+    widgets.live_explorer(lambda x: calls.append(x), x=x)
+    x.value = 4
+    x.value = 5
+    assert calls == [0, 4, 5]
+    assert widgets._queued_changes() == []
 
 
 def test_live_explorer_rejects_bad_active_when():
@@ -229,3 +225,13 @@ def test_options_cover_every_kind_of_control():
     assert widgets._options(ipywidgets.Checkbox()) == [False, True]
     assert widgets._options(ipywidgets.IntSlider(min=1, max=7, step=3)) == [1, 4, 7]
     assert widgets._options(ipywidgets.FloatLogSlider(base=2, min=-1, max=1, step=1)) == [0.5, 1.0, 2.0]
+
+
+def test_a_queued_update_that_changes_nothing_does_not_supersede(kernel):
+    """A range slider's value is a tuple here and a list on the wire: equal, not newer."""
+    span = ipywidgets.IntRangeSlider(value=(2, 5), min=0, max=9)
+    calls = []
+    widgets.live_explorer(lambda span: calls.append(span), span=span)
+    kernel.queue("comm_msg", {"comm_id": span.model_id, "data": {"method": "update", "state": {"value": [3, 5]}}})
+    span.value = (3, 5)
+    assert calls == [(2, 5), (3, 5)]

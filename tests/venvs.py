@@ -45,9 +45,16 @@ def site_packages(python: Path) -> Path:
     return Path(out.stdout.strip())
 
 
-def make_venv(path: Path, requirements: Sequence[str] = (), with_pip: bool = True) -> Path:
-    """A new venv at ``path`` holding ``requirements``; returns its python."""
-    venv.EnvBuilder(with_pip=with_pip, clear=True).create(str(path))
+def make_venv(path: Path, requirements: Sequence[str] = (), with_pip: bool = True,
+              base: Optional[Path] = None) -> Path:
+    """A new venv at ``path`` holding ``requirements``; returns its python. ``base``: the
+    Python to make it from (default: this one), e.g. another version's interpreter."""
+    if base is None:
+        venv.EnvBuilder(with_pip=with_pip, clear=True).create(str(path))
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+        subprocess.run([str(base), "-m", "venv", *([] if with_pip else ["--without-pip"]), str(path)],
+                       check=True, capture_output=True)
     python = venv_python(path)
     if requirements:
         run_pip(python, "install", *requirements)
@@ -60,16 +67,19 @@ def run_pip(python: Path, *args: str) -> None:
         raise RuntimeError(f"pip {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
 
 
-def cached_venv(name: str, requirements: Sequence[str]) -> Path:
-    """The python of a cached venv named ``name`` holding ``requirements`` (made if needed)."""
-    key = hashlib.sha256(json.dumps([sys.version, sorted(requirements)]).encode()).hexdigest()[:12]
+def cached_venv(name: str, requirements: Sequence[str], base: Optional[Path] = None) -> Path:
+    """The python of a cached venv named ``name`` holding ``requirements`` (made if needed),
+    from the Python ``base`` (default: this one)."""
+    version = sys.version if base is None else subprocess.run(
+        [str(base), "-c", "import sys; print(sys.version)"], capture_output=True, text=True, check=True).stdout
+    key = hashlib.sha256(json.dumps([version, sorted(requirements)]).encode()).hexdigest()[:12]
     path = CACHE / f"{name}-{key}"
     python = venv_python(path)
     if (path / ".complete").is_file() and python.exists():
         return python
     CACHE.mkdir(parents=True, exist_ok=True)
     try:
-        make_venv(path, requirements)  # clear=True: a half-made one is started again
+        make_venv(path, requirements, base=base)  # cleared first: a half-made one is started again
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise

@@ -1,0 +1,149 @@
+"""Every chapter in a stand-in for Colab: Colab's package versions, ``google.colab`` present,
+no triton (Colab's CPU runtime), and every live explorer moved and audited.
+
+The kernel (tests/colab.py) is the Colab stand-in venv -- ipywidgets 7.7.1, ipykernel
+6.17.1, jupyter_client 7.4.9, plotly 5.24.1, NumPy 2.1.3, matplotlib 3.10.0 as on Colab;
+torch 2.13 CPU -- started with a stand-in ``google.colab`` imported (so ``attn_edu`` takes
+its Colab path: the Colab plotly renderer, no inline plotly.js) and ``import triton``
+failing. Each chapter runs top to bottom (its first cell finds attn_edu installed, as after
+the install on Colab); then, in the same kernel, every control of every live explorer is
+moved through the widget (the handler a front end's message runs), which must recompute
+without an error and leave the explorer idle, and ``check_controls_matter`` audits them.
+
+Where the stand-in cannot be built (no network to PyPI), the chapters run in this test
+environment's kernel instead, still with triton blocked and ``google.colab`` stood in, so
+"every chapter runs without triton" is always checked.
+
+Chapters still known not to run without triton are listed in :data:`NO_TRITON_PENDING`
+and expected to fail (strictly: when one starts to pass, the test says so and the entry
+must go). Slow: about a chapter's run time each, as in tests/test_notebooks.py. Measured on
+a shared 2-core machine at load ~12: 12 to 80 s a chapter, about 11 minutes for all 14,
+after the stand-in venv is built once (about 8.5 minutes, cached under
+``$TMPDIR/attn-edu-venvs``).
+Python 3.13 (Colab's) is checked by :func:`test_python313_installs_and_runs_the_numpy_side`.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import colab
+from venvs import REPO, jupyter_dirs
+
+pytestmark = pytest.mark.slow
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+#: chapters that do not yet run without triton: {stem: why}. Remove an entry when it passes.
+NO_TRITON_PENDING = {
+    "13_inference": "code cells 29 and 31 need triton (AttributeError 'fn', ImportError) on "
+                    "Colab's CPU runtime; fixed in the chapter's own change",
+}
+
+#: run after a chapter, in its kernel: move every enabled control of every explorer
+MOVE_CONTROLS = """\
+import json as _json
+from attn_edu.widgets import explorers as _explorers, check_controls_matter as _check, _options
+_problems, _moved = [], 0
+for _i, _box in enumerate(_explorers()):
+    _st = _box._attn_edu_explorer
+    for _name, _c in _st.controls.items():
+        if getattr(_c, "disabled", False):
+            continue
+        _old, _renders = _c.value, _st.renders
+        _new = [v for v in _options(_c) if v != _old]
+        if not _new:
+            continue
+        _c.value = _new[-1]  # what the handler of a front end's message does
+        _moved += 1
+        _out = _st.output.outputs
+        if _st.renders != _renders + 1:
+            _problems.append(f"explorer {_i} {_name}: moved, but {_st.renders - _renders} recomputes")
+        if any(o.get("output_type") == "error" for o in _out):
+            _problems.append(f"explorer {_i} {_name}={_new[-1]!r}: " + _json.dumps(_out)[-400:])
+        if "computing" in _st.status.value:
+            _problems.append(f"explorer {_i} {_name}: still 'computing…' after the handler returned")
+        _c.value = _old
+    _problems += [f"explorer {_i}: {p}" for p in _check(_box)]
+print(len(_explorers()), "explorers,", _moved, "controls moved")
+assert not _problems, "\\n".join(_problems)
+"""
+
+
+def _kernel_python() -> tuple:
+    """(python, where): the Colab stand-in's, or this environment's when it cannot be built."""
+    python, why = colab.standin_or_reason()
+    if python is None:
+        print(f"the Colab stand-in could not be built ({why[-300:]}); using this environment")
+        return Path(sys.executable), "this environment"
+    return python, "colab stand-in"
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, id=p.stem, marks=[pytest.mark.xfail(reason=NO_TRITON_PENDING[p.stem], strict=True)]
+                 if p.stem in NO_TRITON_PENDING else []) for p in NOTEBOOKS])
+def test_chapter_runs_in_colab_without_triton_and_its_explorers_respond(path, tmp_path, monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+
+    python, where = _kernel_python()
+    dirs = jupyter_dirs(tmp_path / "jupyter")
+    for key, value in dirs.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    env = {"PYTHONPATH": str(REPO)} if where == "this environment" else None
+    colab.write_colab_kernelspec(Path(dirs["JUPYTER_PATH"]), python, tmp_path, block=("triton",), env=env)
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    with client.setup_kernel():
+        probe = nbformat.v4.new_code_cell(
+            "import sys, importlib.util, ipywidgets, attn_edu\nfrom attn_edu import notebook\n"
+            "print(ipywidgets.__version__, 'google.colab' in sys.modules, importlib.util.find_spec('triton'),"
+            " attn_edu.HAS_TRITON, notebook.in_colab())")
+        nb.cells.insert(0, probe)
+        client.execute_cell(probe, 0)
+        nb.cells.pop(0)
+        seen = probe.outputs[0]["text"].split()
+        assert seen[1:] == ["True", "None", "False", "True"], f"not Colab-like, or triton is there: {seen}"
+        if where == "colab stand-in":
+            assert seen[0] == colab.colab_pins()["ipywidgets"]
+        start = time.perf_counter()
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+        run_s = time.perf_counter() - start
+        move = nbformat.v4.new_code_cell(MOVE_CONTROLS)
+        nb.cells.append(move)
+        client.execute_cell(move, len(nb.cells) - 1)
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
+    print(f"{path.name} in the {where}: {run_s:.1f} s; {move.outputs[0]['text'].strip()}")
+
+
+def test_python313_installs_and_runs_the_numpy_side(tmp_path):
+    """Colab's Python: attn_edu installs (no torch there), its NumPy tests pass, and the first
+    cell runs with google.colab stood in."""
+    python = colab.python313_venv()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    version = subprocess.run([str(python), "-c", "import sys, attn_edu; print(sys.version_info[:2], attn_edu.__file__)"],
+                             capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert version.stdout.startswith("(3, 13)"), version.stdout + version.stderr
+    assert str(REPO / "attn_edu") not in version.stdout, "attn_edu must come from the install, not the tree"
+    tests = subprocess.run([str(python), "-I", "-m", "pytest",  # -I: attn_edu from the install "-q", "-x", "-p", "no:cacheprovider",
+                            "-m", "not slow and not notebooks and not browser",
+                            "tests/test_reference.py", "tests/test_masks.py", "tests/test_flash.py"],
+                           capture_output=True, text=True, env=env, cwd=REPO, timeout=900)
+    assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-2000:]
+    import json
+
+    cells = json.loads(NOTEBOOKS[0].read_text(encoding="utf-8"))["cells"]
+    first = "".join(next(c for c in cells if c["cell_type"] == "code")["source"])
+    fake = colab.fake_colab_dir(tmp_path)
+    run = subprocess.run([str(python), "-c", f"import sys; sys.path.insert(0, {str(fake)!r}); import google.colab\n"
+                          + first], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert run.returncode == 0 and "device: cpu" in run.stdout, run.stdout + run.stderr
+    print(tests.stdout.strip().splitlines()[-1])
