@@ -3,7 +3,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -76,42 +75,9 @@ def test_repository_url_is_consistent_everywhere():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-#: run after a chapter, in its kernel: every live explorer's controls must each change the
-#: output wherever they are enabled (attn_edu.widgets.check_controls_matter)
-AUDIT_EXPLORERS = """\
-from attn_edu.widgets import explorers as _explorers, check_controls_matter as _check
-_problems = [f"explorer {i}: {p}" for i, e in enumerate(_explorers()) for p in _check(e)]
-print(len(_explorers()), "explorers")
-assert not _problems, "controls that change nothing while enabled:\\n" + "\\n".join(_problems)
-"""
-
-
-@pytest.mark.notebooks
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_without_error_in_under_two_minutes(path):
-    """The chapter runs (timed), then its live explorers are audited in the same kernel."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
-    with client.setup_kernel():
-        start = time.perf_counter()
-        for index, cell in enumerate(nb.cells):
-            client.execute_cell(cell, index)
-        elapsed = time.perf_counter() - start
-        audit = nbformat.v4.new_code_cell(AUDIT_EXPLORERS)
-        nb.cells.append(audit)
-        audit_start = time.perf_counter()
-        client.execute_cell(audit, len(nb.cells) - 1)  # raises with the problems, if any
-        audit_s = time.perf_counter() - audit_start
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
-    assert not errors
-    n_explorers = int(audit.outputs[0]["text"].split()[0])
-    if re.search(r"\blive_explorer\(", "".join(c.source for c in nb.cells[:-1] if c.cell_type == "code")):
-        assert n_explorers >= 1, "the chapter calls live_explorer but no explorer was made"
-    print(f"{path.name}: {elapsed:.1f} s, {n_explorers} explorer(s) audited in {audit_s:.1f} s")
-    assert elapsed < 120, f"{path.name} took {elapsed:.0f} s; the bar is well under 2 minutes on 2 cores"
+# Every chapter is executed (timed, its explorers moved and audited) by
+# tests/test_colab_standin.py, in a stand-in for Colab's CPU runtime (no triton); the book
+# build executes every chapter again with triton installed. One run each, not three.
 
 
 def test_readme_has_a_colab_link_for_every_chapter():
