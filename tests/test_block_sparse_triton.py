@@ -18,7 +18,7 @@ from attn_edu import masks  # noqa: E402
 from attn_edu.bench import block_sparse as bench_bs  # noqa: E402
 from attn_edu.kernels import block_sparse_triton as bst  # noqa: E402
 from attn_edu.testing import assert_close_to_reference  # noqa: E402
-from conftest import CUDA, DEVICE, torch_qkv  # noqa: E402
+from conftest import CUDA, DEVICE, OnCuda, torch_qkv  # noqa: E402
 
 if not CUDA and not bst.INTERPRETED:  # imported earlier without it
     bst = importlib.reload(bst)
@@ -48,12 +48,16 @@ def qkv(b, h, lq, lk, d, dtype="float32", dv=None, seed=0):
 
 
 def gold_and_naive(q, k, v, mask, scale=None):
-    """float64 NumPy reference and the naive PyTorch attention in the input dtype (CPU)."""
+    """float64 NumPy reference and the naive PyTorch attention in the input dtype (CPU);
+    float32 on a GPU with TF32 (its default there) is held to the float16 rule
+    (``attn_edu.kernels._targets.input_precision``)."""
     np_mask = np.asarray(mask.cpu() if isinstance(mask, torch.Tensor) else mask)
     gold = attn_edu.scaled_dot_product_attention(
         *(x.detach().cpu().double().numpy() for x in (q, k, v)), mask=np_mask, scale=scale)
+    tf32 = q.is_cuda and q.dtype == torch.float32 and torch.cuda.get_device_capability() >= (8, 0)
     naive = attn_edu.scaled_dot_product_attention(
-        *(x.detach().cpu() for x in (q, k, v)), mask=torch.from_numpy(np_mask), scale=scale)
+        *(x.detach().cpu().to(torch.float16 if tf32 else x.dtype) for x in (q, k, v)),
+        mask=torch.from_numpy(np_mask), scale=scale)
     return gold, naive
 
 
@@ -284,8 +288,8 @@ class _SmallSharedMemory:
 
     def __getitem__(self, grid):
         def launch(*args, **kw):
-            self.tiles.append((kw["BLOCK_M"], kw["BLOCK_N"]))
-            if max(kw["BLOCK_M"], kw["BLOCK_N"]) > self.limit_block:
+            self.tiles.append((kw["PLAN_M"], kw["BLOCK_N"]))  # the tile (a program may take a slice)
+            if max(kw["PLAN_M"], kw["BLOCK_N"]) > self.limit_block:
                 raise bst._targets.OutOfResources(98304, 65536, "shared memory")
             return self.real[grid](*args, **kw)
         return launch
@@ -305,6 +309,44 @@ def test_a_tile_too_big_for_the_gpu_falls_back_to_64_by_64(monkeypatch):
     monkeypatch.setattr(bst, "_block_sparse_fwd_kernel", _SmallSharedMemory(fake.real, limit_block=16))
     with pytest.raises(ValueError, match="a 64 x 64 tile at head dim 32 needs more shared memory"):
         bst.block_sparse_attention(q, k, v, mask)
+
+
+class _Grids:
+    """Stands in for the kernel: records each launch's grid and precision, runs nothing."""
+
+    def __init__(self):
+        self.launches = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kw: self.launches.append((grid, kw["PRECISION"]))
+
+
+@pytest.mark.skipif(CUDA, reason="a stand-in launch on CPU tensors")
+def test_batch_times_heads_is_on_the_grid_x_axis(monkeypatch):
+    # B * H = 70,000 (CUDA's y axis stops at 65,535): one axis of B * H * row blocks
+    fake = _Grids()
+    monkeypatch.setattr(bst, "_block_sparse_fwd_kernel", fake)
+    q = torch.zeros(1, 70_000, 1, 16)
+    mask = torch.ones(1, 1, dtype=torch.bool)
+    bst.block_sparse_attention(q, q, q, mask, 16, 16)
+    bst.block_sparse_attention(q, q, q, mask, 16, 16, precision="tf32")  # (the interpreter is exact anyway)
+    assert fake.launches == [((70_000,), "ieee"), ((70_000,), "tf32")]
+
+
+def test_exact_float32_runs_in_row_slices_and_is_refused_where_tf32_exists(monkeypatch):
+    # exact float32 (a T4, the interpreter): 16 query rows per program, the plan's tile lists
+    assert bst.launch_config(64, 64, 128, "ieee") == (bst.IEEE_ROWS, 64, bst.IEEE_WARPS, bst.IEEE_STAGES)
+    assert bst.launch_config(64, 64, 128, "tf32") == (64, 64, 8, 3)
+    assert bst.launch_config(64, 64, 64, "tf32") == (64, 64, 4, 3)
+    q, k, v = qkv(1, 1, 70, 70, 16)
+    mask = make_mask("random_blocks", 70, 70)
+    out = bst.block_sparse_attention(q, k, v, mask, 64, 32)  # float32: 4 programs per row block
+    assert_close_to_reference(out, *gold_and_naive(q, k, v, mask))
+    # on an A100 or H100 exact float32 would spill: refused, TF32 is the default there
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
+    onc = torch.zeros(1, 1, 16, 16).as_subclass(OnCuda)
+    with pytest.raises(ValueError, match="precision='ieee'.*8.0"):
+        bst.block_sparse_attention(onc, onc, onc, torch.ones(16, 16, dtype=torch.bool), precision="ieee")
 
 
 def test_bad_inputs():
@@ -384,7 +426,7 @@ for cc, dt, d, bq, bk, even in [(90, "bf16", 64, 128, 64, True), (80, "fp16", 59
     sig.update({p: "*i32" for p in ("FULL_NUM", "FULL_IDX", "PART_NUM", "PART_IDX")})
     bd = triton.next_power_of_2(d)
     consts = dict(D=d, DV=d, BLOCK_M=bq, BLOCK_N=bk, BLOCK_D=bd, BLOCK_DV=bd, EVEN=even,
-                  PRECISION=None, UPCAST=False)
+                  PRECISION=None, UPCAST=False, PLAN_M=bq)
     sig.update({c: "constexpr" for c in consts})
     k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts),
                        target=GPUTarget("cuda", cc, 32), options={"num_warps": 4, "num_stages": 3})

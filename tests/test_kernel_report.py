@@ -42,26 +42,51 @@ import json, re, sys
 from attn_edu.kernels import report
 out = {}
 for k in report.kernels():
-    row = report.compile_kernel(k, "sm_80", k.configs((8, 0), 64)[0], 64, "bfloat16")
+    row = report.compile_kernel(k, "sm_80", k.configs((8, 0), 64, "bfloat16", "tf32")[0], 64, "bfloat16")
+    ttir = row["asm"]["ttir"]
     # the first addptr on each tensor argument: base + b * stride_b + h * stride_h
-    out[k.name] = {m.group(1): m.group(2) for m in re.finditer(
-        r"tt\.addptr %(Q|K|V|Out|O|DO|Lse|LSE|Delta), %\S+ : !tt\.ptr<\w+>, (i\d+)",
-        row["asm"]["ttir"])}
+    out[k.name] = {"base": {m.group(1): m.group(2) for m in re.finditer(
+        r"tt\.addptr %(Q|K|V|Out|O|DO|Lse|LSE|Delta), %\S+ : !tt\.ptr<\w+>, (i\d+)", ttir)},
+        # row strides widened to 64 bits: a block's first row * stride in int64
+        "wide": sorted(set(re.findall(r"arith\.extsi %(\w+) : i32 to i64", ttir)))}
+for spec in __import__("attn_edu.kernels.decode_triton", fromlist=["x"]).compile_specs("sm_80", "bfloat16", 64):
+    if spec["name"].startswith("_split"):
+        from triton.compiler import ASTSource
+        row = report._compile(ASTSource(spec["fn"], spec["signature"], spec["constexprs"], spec["attrs"]),
+                              "sm_80", spec["options"], {})
+        out["decode_split"] = {"wide": sorted(set(re.findall(r"arith\.extsi %(\w+) : i32 to i64",
+                                                              row["asm"]["ttir"])))}
 print(json.dumps(out))
 """
+
+#: The row (or key) strides each kernel multiplies a block's first row by (its own block's,
+#: or each block's of a loop): 32-bit products pass 2**31 in a packed (B, L, 3, H, D) qkv
+#: view once L * 3 * H * D >= 2**31, and the block-sparse mask's row stride is L_k
+#: (L = 46,341 is enough).
+ROW_STRIDES = {
+    "forward": {"stride_qm", "stride_kn", "stride_vn", "stride_om"},
+    "backward_dkdv": {"stride_qm", "stride_kn", "stride_vn", "stride_dom"},
+    "backward_atomic_dq": {"stride_qm", "stride_kn", "stride_vn", "stride_dom"},
+    "backward_dq": {"stride_qm", "stride_kn", "stride_vn", "stride_dom"},
+    "block_sparse_forward": {"s_qm", "s_kn", "s_vn", "s_om", "s_mm"},
+    "decode_split": {"stride_kn", "stride_vn"},
+}
 
 
 def test_every_kernel_addresses_its_tensors_with_int64_offsets():
     # b * stride_b passes 2**31 for tensors of more than 2**31 elements (or a packed qkv
-    # view): in int32 it wraps and the kernel reads the wrong memory
+    # view), and so does row * stride_m in a long one: in int32 they wrap and the kernel
+    # reads the wrong memory. Read from the compiled TTIR: base offsets are i64 and every
+    # row stride is widened to i64 before it multiplies a block's first row.
     res = _run(["-c", _TTIR_SCRIPT])
     assert res.returncode == 0, res.stderr[-3000:]
     offsets = json.loads(res.stdout.strip().splitlines()[-1])
-    assert set(offsets) == {"forward", "backward_dkdv", "backward_dq", "backward_atomic_dq",
-                            "block_sparse_forward"}
-    for name, per_tensor in offsets.items():
-        assert {"Q", "K", "V"} <= set(per_tensor), (name, per_tensor)
-        assert set(per_tensor.values()) == {"i64"}, (name, per_tensor)
+    assert set(offsets) == set(ROW_STRIDES)
+    for name, got in offsets.items():
+        if name != "decode_split":
+            assert {"Q", "K", "V"} <= set(got["base"]), (name, got)
+            assert set(got["base"].values()) == {"i64"}, (name, got)
+        assert ROW_STRIDES[name] <= set(got["wide"]), (name, got["wide"])
 
 
 def test_compile_report_subset_passes_and_uses_wgmma_on_hopper(tmp_path):
@@ -70,7 +95,7 @@ def test_compile_report_subset_passes_and_uses_wgmma_on_hopper(tmp_path):
     # python -m attn_edu.kernels.report)
     out = tmp_path / "report.json"
     res = _run(["-m", "attn_edu.kernels.report", "--targets", "sm_80,sm_90a", "--d", "64",
-                "--configs", "1", "--json", str(out)])
+                "--configs", "1", "--dtypes", "bfloat16", "--jobs", "2", "--json", str(out)])
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     rows = json.loads(out.read_text())["rows"]
     kernels = {"forward", "backward_dkdv", "backward_dq", "backward_atomic_dq", "block_sparse_forward"}
@@ -91,7 +116,7 @@ import json, re
 from attn_edu.kernels import report
 out = {}
 for k in report.kernels(["backward_dkdv", "backward_dq", "backward_atomic_dq"]):
-    row = report.compile_kernel(k, "sm_90a", k.configs((9, 0), 64)[0], 64, "bfloat16")
+    row = report.compile_kernel(k, "sm_90a", k.configs((9, 0), 64, "bfloat16", "tf32")[0], 64, "bfloat16")
     out[k.name] = {"dots": len(re.findall(r"= tt\.dot ", row["asm"]["ttir"])),
                    "atomics": len(re.findall(r"\b(?:red|atom)\.global\S*\.add\S*\.f32", row["asm"]["ptx"])),
                    "matrix": row["matrix"], "mma_sync": len(re.findall(r"\bmma\.sync", row["asm"]["ptx"]))}
@@ -118,7 +143,7 @@ _FMA_SCRIPT = r"""
 import json, re
 from attn_edu.kernels import report
 k = report.kernels(["forward"])[0]
-cfg = k.configs((9, 0), 64)[0]
+cfg = k.configs((9, 0), 64, "bfloat16", "tf32")[0]
 ptx = report.compile_kernel(k, "sm_90a", cfg, 64, "bfloat16")["asm"]["ptx"]
 fma_out = set(re.findall(r"fma\.rn\.f32\s+(%\w+),", ptx))
 ex2_in = re.findall(r"ex2\.approx\S*\s+%\w+, (%\w+);", ptx)
@@ -149,11 +174,18 @@ def test_full_compile_report_exits_zero():
 def test_report_problems_rules():
     from attn_edu.kernels import report
 
-    row = dict(target="sm_90a", shared=100, shared_limit=50, matrix="mma.sync", spill_bytes=8)
+    row = dict(target="sm_90a", shared=100, shared_limit=50, matrix="mma.sync", spill_bytes=8, seconds=1.0)
     assert len(report.problems(row)) == 3
     assert report.problems(row, needs_wgmma=False) == [
         "shared memory 100 B > limit 50 B", "spills 8 B of registers"]
-    assert report.problems(dict(row, target="sm_80", shared=10)) == []
+    # spills count on sm_80 too, and so does a slow compile on any target
+    assert report.problems(dict(row, target="sm_80", shared=10)) == ["spills 8 B of registers"]
+    assert report.problems(dict(row, target="sm_80", shared=10, spill_bytes=0)) == []
+    assert report.problems(dict(row, target="sm_75", shared=10, seconds=12.5)) == ["compiles in 12 s > 10 s"]
+    assert report.problems(dict(row, target="sm_75", shared=10)) == []  # sm_75 spills: per group
+    # exact float32 has no wgmma (FMA code) and does not use TMA: neither is asked of it
+    assert report.problems(dict(row, shared=10, spill_bytes=0, precision="ieee", matrix="fma"),
+                           needs_tma=True) == []
     hopper_ok = dict(target="sm_90a", shared=10, shared_limit=50, matrix="wgmma", spill_bytes=0)
     assert report.problems(dict(hopper_ok, tma=False), needs_tma=True) == ["no TMA on sm_90a"]
     assert report.problems(dict(hopper_ok, tma=True), needs_tma=True) == []
@@ -164,6 +196,24 @@ def test_report_problems_rules():
         report.kernels()  # this process interprets its kernels
 
 
+def test_t4_spills_are_a_warning_only_when_no_configuration_avoids_them():
+    from attn_edu.kernels import report
+
+    def group(*spills, target="sm_75"):
+        return [dict(target=target, spill_bytes=s, problems=[]) for s in spills]
+
+    every = group(2660, 1580)
+    report._judge_spills(every)
+    assert all(r["problems"] == [] and r["warnings"][0].startswith(report.T4_SPILL) for r in every)
+    avoidable = group(0, 31624)
+    report._judge_spills(avoidable)
+    assert avoidable[0]["warnings"] == avoidable[0]["problems"] == []
+    assert avoidable[1]["warnings"] == [] and "another configuration" in avoidable[1]["problems"][0]
+    ampere = group(108, target="sm_80")  # judged by problems(), not here
+    report._judge_spills(ampere)
+    assert ampere[0]["warnings"] == [] and ampere[0]["problems"] == []
+
+
 def test_format_rows_names_a_single_kernel_once():
     from attn_edu.kernels import report
 
@@ -171,53 +221,76 @@ def test_format_rows_names_a_single_kernel_once():
     lines = report.format_rows(fwd).splitlines()
     assert lines[0] == "kernel: forward" and lines[1].startswith("target ")
     assert len(lines) == 2 + len(fwd) and max(map(len, lines)) <= 88  # fits the book's code box
-    assert lines[2].split()[:3] == [fwd[0]["target"], str(fwd[0]["d"]), fwd[0]["dtype"]]
-    assert lines[2].split()[-2:] == ["yes" if fwd[0]["tma"] else "no", "ok"]
+    assert lines[2].split()[:3] == [fwd[0]["target"], str(fwd[0]["d"]), report._dtype_label(fwd[0])]
+    first_ok = next(i for i, r in enumerate(fwd) if not r.get("warnings"))
+    words = lines[2 + first_ok].split()
+    assert words[-3:] == ["yes" if fwd[first_ok]["tma"] else "no", f"{fwd[first_ok]['seconds']:.1f}", "ok"]
+    # the T4's warning class is a status of its own, and the summary counts it
+    warned = [i for i, r in enumerate(fwd) if r.get("warnings")]
+    assert warned and all(lines[2 + i].endswith(report.T4_SPILL) for i in warned)
+    assert {fwd[i]["target"] for i in warned} == {"sm_75"}
+    assert f"{len(warned)} with warnings ({report.T4_SPILL})" in report.summary(fwd)
     mixed = report.format_rows(report.recorded_report("backward_dq")[:1] + fwd[:1]).splitlines()
     assert mixed[0].startswith("kernel ") and len(mixed) == 3
 
 
-def test_forward_autotunes_on_length_buckets_not_exact_lengths():
-    # every new exact length would re-run the autotuner (and compile every config)
-    assert "LQ" not in ft.FWD_AUTOTUNE_KEY and "LK" not in ft.FWD_AUTOTUNE_KEY
-    assert {"LQ_BUCKET", "LK_BUCKET"} <= set(ft.FWD_AUTOTUNE_KEY)
+def test_forward_autotunes_on_length_and_batch_heads_buckets_not_exact_sizes():
+    # every new exact length would re-run the autotuner (and compile every config); one
+    # choice for every B * H would carry a tile tuned at B * H = 8 to B * H = 64
+    assert "LQ" not in ft.FWD_AUTOTUNE_KEY and "LK" not in ft.FWD_AUTOTUNE_KEY and "H" not in ft.FWD_AUTOTUNE_KEY
+    assert {"LQ_BUCKET", "LK_BUCKET", "BH_BUCKET"} <= set(ft.FWD_AUTOTUNE_KEY)
     params = ft.kernel_source("forward").split(":", 1)[0]
-    assert "LQ_BUCKET" in params and "LK_BUCKET" in params
+    assert "LQ_BUCKET" in params and "LK_BUCKET" in params and "BH_BUCKET" in params
 
 
 def test_atomic_backward_configs_per_gpu():
     assert ft.atomic_backward_configs((9, 0), 128)[0] == (64, 64, 8, 2)
-    assert ft.atomic_backward_configs((8, 0), 64)[0] == (32, 64, 4, 2)
+    assert ft.atomic_backward_configs((8, 0), 64)[0] == (32, 64, 8, 2)
     assert ft.atomic_backward_configs((8, 6), 128)[0] == (32, 64, 8, 2)
-    assert ft.atomic_backward_configs((7, 5), 128) == ft.BWD_CONFIGS_CUDA
 
 
-def test_pre_ampere_gpus_get_a_short_config_list():
+def test_pre_ampere_gpus_get_one_small_config():
+    # a T4 compiles one forward configuration (nothing to autotune) and one backward: the
+    # ones that spill least there (the report's T4 spill warnings)
     t4 = ft.forward_configs((7, 5))
-    assert 1 <= len(t4) <= 2 and all(stages == 1 for *_, stages in t4)
+    assert t4 == ft.FWD_CONFIGS_PRE_AMPERE and len(t4) == 1 and t4[0][3] == 1
     assert ft.forward_configs((7, 5), 128) == t4
+    assert ft.forward_configs((7, 5), 64, dtype_bytes=4, precision="ieee") == [ft.IEEE_FORWARD_CONFIG]
     assert ft.backward_configs((9, 0)) == ft.BWD_CONFIGS_CUDA[:1]
-    assert ft.backward_configs((7, 5)) == ft.BWD_CONFIGS_CUDA
+    assert ft.backward_configs((8, 0), 128) == [(32, 64, 8, 2)]  # 4 warps spill there
+    assert ft.backward_configs((7, 5)) == ft.BWD_CONFIGS_CUDA[-1:]
+    assert ft.atomic_backward_configs((7, 5), 128) == ft.BWD_CONFIGS_CUDA[-1:]
 
 
 @pytest.mark.parametrize("cap", [(8, 0), (9, 0)])
 @pytest.mark.parametrize("d", [64, 128])
 def test_forward_search_space_is_pruned_to_at_most_twelve(cap, d):
-    # the tutorial's space (36 configurations), pruned: few enough to autotune on a GPU
+    # the tutorial's space (36 configurations), pruned: few enough to autotune on a GPU,
+    # and nothing the compile report saw spill
     assert len(ft.FWD_CONFIGS_CUDA) == 36
     got = ft.forward_configs(cap, d)
-    assert 9 <= len(got) <= 12 and set(got) <= set(ft.FWD_CONFIGS_CUDA)
+    assert 6 <= len(got) <= 12 and set(got) <= set(ft.FWD_CONFIGS_CUDA)
+    family = (90 if cap >= (9, 0) else 80, d, 2)
+    assert not set(got) & ft.FWD_SPILL_CONFIGS.get(family, set())
     limit = next(t.shared_memory for t in _targets.TARGETS.values() if divmod(t.capability, 10) == cap)
     for bm, bn, w, s in got:
-        assert bn <= d and (w == 4 or bm * bn == 128 * 128), (bm, bn, w, s)
+        a100_tile = cap == (8, 0) and d == 128 and (bm, bn, w) == (128, 64, 8)
+        assert bn <= d and (w == 4 or bm * bn == 128 * 128 or a100_tile), (bm, bn, w, s)
         assert ft.forward_shared_memory((bm, bn, w, s), d) <= limit
         assert d == 64 or (bm, bn, w) not in ft.FWD_SPILL_TILES_D128
     # a GPU with less shared memory (99 KiB: sm_86, sm_89) gets a subset; float32 fewer still
     small = ft.forward_configs(cap, d, shared_memory=101376)
     assert set(small) <= set(got) and (len(small) < len(got) or d == 64)
-    assert set(ft.forward_configs(cap, d, shared_memory=101376, dtype_bytes=4)) < set(small)
+    small32 = ft.forward_configs(cap, d, shared_memory=101376, dtype_bytes=4)
+    assert set(small32) <= set(ft.forward_configs(cap, d, dtype_bytes=4)) and len(small32) < len(small)
     if cap == (8, 0):  # 8.6 is not in TARGETS: it gets the 99 KiB fallback
         assert ft.forward_configs((8, 6), d) == small
+    # the A100's 128 x 64 tile with 8 warps is back in its search at d = 128
+    assert ((128, 64, 8, 3) in got) == (cap == (8, 0) and d == 128)
+    # float32 on TF32 has its own short list, within shared memory
+    f32 = ft.forward_configs(cap, d, dtype_bytes=4)
+    assert 1 <= len(f32) <= 6 and set(f32) <= set(ft.FWD_CONFIGS_TF32)
+    assert all(ft.forward_shared_memory(c, d, 4) <= limit for c in f32)
 
 
 def test_autotuner_prune_keeps_the_configs_for_the_device_and_dtype(monkeypatch):
@@ -229,9 +302,11 @@ def test_autotuner_prune_keeps_the_configs_for_the_device_and_dtype(monkeypatch)
     configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
                for bm, bn, w, s in ft.FWD_CONFIGS_CUDA + ft.FWD_CONFIGS_PRE_AMPERE]
     key = lambda c: (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)  # noqa: E731
+    configs += [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+                for bm, bn, w, s in ft.FWD_CONFIGS_TF32 if (bm, bn, w, s) not in ft.FWD_CONFIGS_CUDA]
     for dtype, size in ((torch.float16, 2), (torch.float32, 4)):
         kept = ft._prune_fwd_configs(configs, {"Q": torch.empty(1, dtype=dtype), "HEAD_DK": 128,
-                                               "HEAD_DV": 128})
+                                               "HEAD_DV": 128, "INPUT_PRECISION": "tf32"})
         assert [key(c) for c in kept] == ft.forward_configs((8, 6), 128, 101376, size) != []
     # nothing fits: the two small tiles, never the whole space
     monkeypatch.setattr(ft, "_device_shared_memory", lambda: 1024)
@@ -245,12 +320,13 @@ def test_shared_memory_estimate_matches_the_compiled_kernels():
     from attn_edu.kernels import report
 
     rows = report.recorded_report("forward")
-    assert {r["tma"] for r in rows if r["target"] == "sm_90a"} == {True}
-    assert {r["tma"] for r in rows if r["target"] != "sm_90a"} == {False}
+    # TMA on Hopper, except exact float32 (FMA code: the launcher uses pointer loads there)
+    assert {r["tma"] for r in rows if r["target"] == "sm_90a"} == {True, False}
+    assert all(r["tma"] == (r["target"] == "sm_90a" and r["precision"] != "ieee") for r in rows)
     for r in (r for r in rows if r["target"] in ("sm_80", "sm_90a")):
-        hopper = r["target"] == "sm_90a"
+        hopper = r["tma"]
         est = ft.forward_shared_memory((r["block_m"], r["block_n"], r["num_warps"], r["num_stages"]),
-                                       r["d"], tma=hopper)
+                                       r["d"], 4 if r["dtype"] == "float32" else 2, tma=hopper)
         assert est - (ft.TMA_EXTRA_SHARED if hopper else est) <= r["shared"] <= est, r
 
 
@@ -265,23 +341,32 @@ def test_block_sparse_refuses_bfloat16_before_compute_capability_8(monkeypatch):
 
 
 def test_recorded_report_matches_the_kernels_configurations():
-    # the committed report (chapter 10's table) covers exactly what a launch can use now;
-    # regenerate it with python -m attn_edu.kernels.report --json <RECORDED> after a change
+    # the committed report (chapter 10's table) covers exactly what a launch can use now,
+    # float32 included (TF32 and exact); regenerate it with
+    # python -m attn_edu.kernels.report --json <RECORDED> after a change
     from attn_edu.kernels import report
 
     rows = report.recorded_report()
     assert rows and not any(r["problems"] for r in rows)
+    assert all(r["seconds"] <= report.MAX_COMPILE_SECONDS for r in rows)  # compile time recorded
+    assert all(r["spill_bytes"] == 0 for r in rows if r["target"] != "sm_75")
+    assert {r["target"] for r in rows if r.get("warnings")} <= {"sm_75"}
     assert {r["kernel"] for r in rows} >= set(report.SPEC_KERNELS)
+    assert {(r["target"], r["dtype"], r["precision"]) for r in rows} == {
+        ("sm_75", "float16", None), ("sm_75", "float32", "ieee"),
+        ("sm_80", "bfloat16", None), ("sm_80", "float32", "tf32"), ("sm_80", "float32", "ieee"),
+        ("sm_90a", "bfloat16", None), ("sm_90a", "float32", "tf32"), ("sm_90a", "float32", "ieee")}
     rows = [r for r in rows if r["kernel"] not in report.SPEC_KERNELS]
-    got = {(r["kernel"], r["target"], r["d"], r["block_m"], r["block_n"], r["num_warps"],
-            r["num_stages"]) for r in rows}
+    got = {(r["kernel"], r["target"], r["d"], r["dtype"], r["precision"], r["block_m"], r["block_n"],
+            r["num_warps"], r["num_stages"]) for r in rows}
     caps = {t: divmod(spec.capability, 10) for t, spec in _targets.TARGETS.items()}
     want = set()
     for mod in (ft, bst):
         for k in mod.aot_kernels():
             for t, cap in caps.items():
-                for d in (64, 128):
-                    want |= {(k.name, t, d, *c) for c in k.configs(cap, d)}
+                for dtype, prec in report.variants(t):
+                    for d in (64, 128):
+                        want |= {(k.name, t, d, dtype, prec, *c) for c in k.configs(cap, d, dtype, prec or "tf32")}
     assert got == want
     fwd = {r["target"]: r["matrix"] for r in report.recorded_report("forward")}
     assert fwd == {"sm_75": "fma", "sm_80": "mma.sync", "sm_90a": "wgmma"}

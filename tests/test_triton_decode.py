@@ -22,6 +22,7 @@ if importlib.util.find_spec("triton") is None:
     pytest.skip("triton is not installed", allow_module_level=True)
 
 from attn_edu import decoding, reference_torch  # noqa: E402
+from attn_edu.kernels import _targets  # noqa: E402
 from attn_edu.kernels import decode_triton as dt  # noqa: E402
 from attn_edu.testing import assert_close_to_reference  # noqa: E402
 from conftest import raises_with  # noqa: E402
@@ -40,8 +41,13 @@ def _inputs(b, hq, hkv, lq, lk, d, dv, dtype, seed=0):
     return [x.to(DEVICE, dtype) for x in (q, k, v)]
 
 
-def _gold_and_naive(q, k, v, causal, dtype, seqlens=None):
-    """reference_torch in float64 (gold) and in the kernel's dtype (naive), one sequence at a time."""
+def _gold_and_naive(q, k, v, causal, dtype, seqlens=None, precision=None):
+    """reference_torch in float64 (gold) and in the kernel's dtype (naive), one sequence at a
+    time; float32 on TF32 (the default on a GPU from compute capability 8.0) is held to the
+    float16 rule (``attn_edu.kernels._targets.input_precision``)."""
+    cap = torch.cuda.get_device_capability() if CUDA else None
+    if dtype == torch.float32 and _targets.input_precision("float32", cap, precision) == "tf32":
+        dtype = torch.float16
     outs = {torch.float64: [], dtype: []}
     for b in range(q.shape[0]):
         n = k.shape[2] if seqlens is None else int(seqlens[b])
@@ -134,7 +140,8 @@ def test_bad_inputs_get_clear_errors():
     raises_with(TypeError, ["seqlens must be an integer tensor"], f, q, k, v, seqlens=torch.ones(1), enable_gqa=True)
     raises_with(ValueError, ["seqlens must have shape (B,)"], f, q, k, v, seqlens=torch.ones(2, dtype=torch.int64),
             enable_gqa=True)
-    raises_with(ValueError, ["0 .. L_k = 8"], f, q, k, v, seqlens=torch.tensor([9]), enable_gqa=True)
+    if not CUDA:  # checked on the CPU only: on a GPU it would be a host sync (the kernel clamps)
+        raises_with(ValueError, ["0 .. L_k = 8"], f, q, k, v, seqlens=torch.tensor([9]), enable_gqa=True)
     raises_with(ValueError, ["same batch size"], f, q.expand(2, 4, 1, 16), k, v, enable_gqa=True)
     raises_with(ValueError, ["causal"], f, q, k, v, causal="left", enable_gqa=True)
     if not CUDA:
@@ -252,3 +259,95 @@ def test_compile_specs_refuse_what_a_target_cannot_do():
     if not CUDA:  # interpreted kernels have nothing to compile
         with pytest.raises(RuntimeError, match="without TRITON_INTERPRET=1"):
             dt.compile_specs("sm_80")
+
+
+# ---------------------------------------------------------------- launch limits, host syncs
+class _Launches:
+    """Stands in for a kernel: records each launch's grid and keyword arguments, runs nothing."""
+
+    def __init__(self):
+        self.launches = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kw: self.launches.append((grid, kw))
+
+
+def test_batch_times_kv_heads_is_on_the_grid_x_axis(monkeypatch):
+    # B * H_kv = 70,000: CUDA's y and z axes stop at 65,535, x takes 2**31 - 1
+    split, reduce = _Launches(), _Launches()
+    monkeypatch.setattr(dt, "_split_kernel", split)
+    monkeypatch.setattr(dt, "_reduce_kernel", reduce)
+    q = torch.zeros(2, 35_000, 1, 16)
+    dt.split_kv_decode(q, q, q, num_splits=3)
+    (grid, _), = split.launches
+    assert grid == (70_000, 3, 1)
+    (rgrid, _), = reduce.launches
+    assert len(rgrid) == 1 and rgrid[0] == 70_000
+
+
+class _NoSync(torch.Tensor):
+    """A CPU tensor that claims GPU 0 and fails on anything that reads a value back to the
+    host (what would be a device synchronisation on a GPU)."""
+
+    @property
+    def device(self):
+        return torch.device("cuda", 0)
+
+    @property
+    def is_cuda(self):
+        return True
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", str(func))
+        if name in {"item", "tolist", "__int__", "__float__", "__bool__", "__index__", "cpu", "numpy"}:
+            raise AssertionError(f"host sync: Tensor.{name}")
+        kwargs = dict(kwargs or {})
+        if name == "to":  # it says it is on GPU 0 already: stay on the CPU
+            kwargs.pop("device", None)
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+def test_the_launcher_reads_nothing_back_from_the_gpu_and_fills_no_buffer(monkeypatch):
+    # CUDA-graph capturable: no .item()/int() on a device tensor (seqlens included), and no
+    # memset kernels (torch.zeros / torch.full) for buffers the kernels write completely
+    split, reduce = _Launches(), _Launches()
+    monkeypatch.setattr(dt, "_split_kernel", split)
+    monkeypatch.setattr(dt, "_reduce_kernel", reduce)
+    monkeypatch.setattr(dt, "_BUILT_INTERPRETED", False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda *a: type("P", (), {"multi_processor_count": 132}))
+    fills = []
+    for name in ("zeros", "full", "zeros_like", "full_like"):
+        real = getattr(torch, name)
+        monkeypatch.setattr(torch, name, lambda *a, _r=real, _n=name, **kw: fills.append(_n) or _r(*a, **kw))
+    # the stand-in tensors live on the CPU: let the launcher's allocations land there too
+    real_empty = torch.empty
+    monkeypatch.setattr(torch, "empty", lambda *a, **kw: real_empty(*a, **{**kw, "device": "cpu"}))
+    q, k, v = (torch.randn(2, 4, 1, 16).as_subclass(_NoSync), torch.randn(2, 2, 40, 16).as_subclass(_NoSync),
+               torch.randn(2, 2, 40, 16).as_subclass(_NoSync))
+    seqlens = torch.tensor([40, 7], dtype=torch.int32).as_subclass(_NoSync)
+    with pytest.raises(AssertionError, match="host sync"):
+        int(seqlens.max())  # the stand-in does catch a read-back
+    dt.split_kv_decode(q, k, v, seqlens=seqlens, causal="bottom_right", enable_gqa=True, return_lse=True)
+    assert len(split.launches) == 1 and len(reduce.launches) == 1
+    assert split.launches[0][1]["INPUT_PRECISION"] == "tf32" and split.launches[0][1]["HAS_SEQLENS"]
+    assert fills == []
+
+
+def test_float32_precision_follows_the_one_rule():
+    assert dt.pick_config((9, 0), 128, "ieee") == dt.DECODE_CONFIGS[75][0]
+    assert dt.pick_config((9, 0), 128, "tf32") == dt.DECODE_CONFIGS[90][0]
+    q, k, v = _inputs(1, 2, 1, 1, 20, 16, 16, torch.float32)
+    exact = dt.split_kv_decode(q, k, v, enable_gqa=True, precision="ieee")
+    gold, naive = _gold_and_naive(q, k, v, False, torch.float32, precision="ieee")
+    assert_close_to_reference(exact, gold, naive)
+    raises_with(ValueError, ["precision must be"], dt.split_kv_decode, q, k, v, enable_gqa=True, precision="x")
+
+
+@pytest.mark.skipif(not CUDA, reason="on the CPU out-of-range seqlens are refused before any launch")
+def test_seqlens_out_of_range_are_clamped_on_a_gpu():
+    q, k, v = _inputs(2, 2, 2, 1, 24, 16, 16, torch.float16)
+    over = dt.split_kv_decode(q, k, v, seqlens=torch.tensor([30, -3], device=DEVICE))
+    clamped = dt.split_kv_decode(q, k, v, seqlens=torch.tensor([24, 0], device=DEVICE))
+    assert torch.equal(over, clamped)

@@ -20,8 +20,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from attn_edu import kernels, masks, reference_torch  # noqa: E402
+from attn_edu.kernels import _targets  # noqa: E402
 from attn_edu.kernels import flash_triton as ft  # noqa: E402
-from attn_edu.testing import assert_close_to_reference  # noqa: E402
+from attn_edu.kernels._shared import launch_grid  # noqa: E402
+from attn_edu.testing import assert_close_to_reference, assert_same_up_to_rounding  # noqa: E402
 from conftest import CUDA, DEVICE, OnCuda, raises_with, torch_qkv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +46,16 @@ else:
 def _inputs(shape, dtype, seed=0, grad=False):
     B, H, LQ, LK, DK, DV = shape  # q (B, H, Lq, Dk), k (B, H, Lk, Dk), v (B, H, Lk, Dv)
     return torch_qkv(LQ, LK, DK, DV, lead=(B, H), seed=seed, dtype=dtype, requires_grad=grad)
+
+
+def _naive_dtype(dtype):
+    """The dtype whose naive attention sets the tolerance: the input dtype, except float32
+    on TF32 tensor cores (the default from compute capability 8.0), which is held to the
+    float16 rule (``attn_edu.kernels._targets.input_precision``)."""
+    cap = torch.cuda.get_device_capability() if CUDA else None
+    if dtype == torch.float32 and _targets.input_precision("float32", cap) == "tf32":
+        return torch.float16
+    return dtype
 
 
 def _reference(q, k, v, causal, dtype=torch.float64):
@@ -72,10 +84,10 @@ def test_forward_and_lse_match_reference(shape, causal, dtype):
     assert out.dtype == dtype and out.shape == shape[:3] + (shape[5],)
     assert lse.dtype == torch.float32 and lse.shape == shape[:3]
     _, gold = _reference(q, k, v, causal)
-    _, naive = _reference(q, k, v, causal, dtype)
+    _, naive = _reference(q, k, v, causal, _naive_dtype(dtype))
     assert_close_to_reference(out, gold, naive)
     assert not torch.isnan(out).any()
-    gold_lse, naive_lse = _lse(q, k, causal, torch.float64), _lse(q, k, causal, dtype)
+    gold_lse, naive_lse = _lse(q, k, causal, torch.float64), _lse(q, k, causal, _naive_dtype(dtype))
     empty = torch.isneginf(gold_lse)  # rows with no visible key (bottom-right, Lq > Lk)
     assert torch.equal(torch.isneginf(lse), empty)
     assert_close_to_reference(lse[~empty], gold_lse[~empty], naive_lse[~empty], what="lse")
@@ -91,8 +103,8 @@ def test_backward_matches_float64_autograd(shape, causal, dtype):
     ft.triton_attention(q, k, v, causal=causal).backward(do)
     gold_in, gold = _reference(q, k, v, causal)
     gold.backward(do.double())
-    naive_in, naive = _reference(q, k, v, causal, dtype)
-    naive.backward(do)
+    naive_in, naive = _reference(q, k, v, causal, _naive_dtype(dtype))
+    naive.backward(do.to(naive.dtype))
     for name, x, g, n in zip("qkv", (q, k, v), gold_in, naive_in):
         assert x.grad.dtype == dtype and x.grad.shape == x.shape
         assert_close_to_reference(x.grad, g.grad, n.grad, factor=3.0, what=f"d{name}")
@@ -108,17 +120,23 @@ def test_atomic_dq_backward_matches_float64_autograd(shape, causal, dtype):
     ft.triton_attention(q, k, v, causal=causal, backward="atomic_dq").backward(do)
     gold_in, gold = _reference(q, k, v, causal)
     gold.backward(do.double())
-    naive_in, naive = _reference(q, k, v, causal, dtype)
-    naive.backward(do)
+    naive_in, naive = _reference(q, k, v, causal, _naive_dtype(dtype))
+    naive.backward(do.to(naive.dtype))
     grads = [x.grad for x in (q, k, v)]
     for name, x, g, n in zip("qkv", grads, gold_in, naive_in):
         assert x.dtype == dtype
         assert_close_to_reference(x, g.grad, n.grad, factor=3.0, what=f"d{name} (atomic_dq)")
-    # dK and dV come from the same code as the two-kernel backward: the same bits
+    # dK and dV come from the same kernel code as the two-kernel backward, but on a GPU the
+    # two schedules may launch it with different tiles (64 x 64 with 8 warps against 32 x 64
+    # on Hopper), which sum the query blocks in another order and split the matmuls
+    # differently: equal up to rounding, not necessarily bit for bit (the interpreter, with
+    # one tile for both, happens to give equal bits)
     for x in (q, k, v):
         x.grad = None
     ft.triton_attention(q, k, v, causal=causal).backward(do)
-    assert torch.equal(k.grad, grads[1]) and torch.equal(v.grad, grads[2])
+    ulps = 64 if dtype == torch.float32 else 8  # float32: a few float32 ulps of a long sum
+    for name, atomic, two in (("dk", grads[1], k.grad), ("dv", grads[2], v.grad)):
+        assert_same_up_to_rounding(atomic, two, ulps=ulps, what=f"{name}: atomic_dq vs two_kernels")
 
 
 def test_backward_mode_is_checked():
@@ -333,3 +351,141 @@ def test_block_schedule_computes_exactly_the_nonempty_tiles(lq, lk, causal):
     for i, j in zip(*np.nonzero(sched == 2)):
         tile = allowed[i * 32:(i + 1) * 32, j * 16:(j + 1) * 16]
         assert tile.all() and (j + 1) * 16 <= lk
+
+
+# ---------------------------------------------------------------- float32: TF32 or exact
+def _tf32(x):
+    """x (float32) rounded to TF32, 10 mantissa bits (round to nearest, ties away from zero,
+    as ``cvt.rna.tf32.f32`` does): what a tensor core multiplies."""
+    bits = x.contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+def _tf32_attention(q, k, v):
+    """Attention as a TF32 kernel computes it: operands of both matmuls rounded to TF32,
+    exact products summed in float32, the softmax in float32."""
+    s = _tf32(q) @ _tf32(k).transpose(-1, -2) * q.shape[-1] ** -0.5
+    p = torch.softmax(s, dim=-1)
+    return _tf32(p) @ _tf32(v)
+
+
+def test_tf32_meets_the_float16_rule_that_its_docstring_states():
+    # the interpreter computes exactly whatever precision it is told, so the stated TF32
+    # tolerance is checked on an emulation of TF32 arithmetic: it passes the float16 rule
+    # (10 mantissa bits, like float16) and would fail the float32 rule
+    q, k, v = torch_qkv(128, 128, 64, lead=(2, 2), seed=7, device="cpu")
+    gold = reference_torch.scaled_dot_product_attention(q.double(), k.double(), v.double())
+    naive16 = reference_torch.scaled_dot_product_attention(q.half(), k.half(), v.half())
+    naive32 = reference_torch.scaled_dot_product_attention(q, k, v)
+    out = _tf32_attention(q, k, v)
+    assert_close_to_reference(out, gold, naive16, what="TF32 emulation")
+    with pytest.raises(AssertionError, match="exceeds the tolerance"):
+        assert_close_to_reference(out, gold, naive32)
+    assert "float16 rule" in _targets.input_precision.__doc__ and "TF32" in ft.triton_attention_forward.__doc__
+
+
+def test_float32_precision_policy_is_one_rule():
+    ip = _targets.input_precision
+    assert [ip("float32", cap) for cap in ((7, 5), (8, 0), (8, 9), (9, 0), None)] == \
+        ["ieee", "tf32", "tf32", "tf32", "ieee"]  # no TF32 on a T4; the interpreter is exact
+    assert ip("float32", (9, 0), "ieee") == "ieee" and ip("float32", None, "tf32") == "tf32"
+    assert {ip(dt, cap, p) for dt in ("float16", "bfloat16") for cap in ((7, 5), (9, 0))
+            for p in (None, "ieee")} == {"tf32"}  # half types: tl.dot ignores it
+    raises_with(ValueError, ["precision='tf32'", "7.5", "ieee"], ip, "float32", (7, 5), "tf32")
+    raises_with(ValueError, ["precision must be", "'tf32', 'ieee'", "'fp32'"], ip, "float32", (8, 0), "fp32")
+    q = torch.zeros(1, 1, 4, 16)
+    raises_with(ValueError, ["precision must be"], ft.triton_attention_forward, q, q, q, precision="high")
+    # exact float32 launches one fixed small configuration, never the autotuner's list
+    for cap in ((7, 5), (8, 0), (9, 0)):
+        for d in (64, 128):
+            assert ft.forward_configs(cap, d, dtype_bytes=4, precision="ieee") == [ft.IEEE_FORWARD_CONFIG]
+            assert ft.backward_configs(cap, d, "ieee") == [ft.IEEE_BACKWARD_CONFIG]
+            assert ft.atomic_backward_configs(cap, d, "ieee") == [ft.IEEE_BACKWARD_CONFIG]
+    assert ft._fixed_forward_config("ieee", None) == (
+        ((ft.INTERPRET_BLOCK_M, ft.INTERPRET_BLOCK_N, None, None), "interpreter") if not CUDA
+        else (ft.IEEE_FORWARD_CONFIG, "ieee"))
+
+
+def test_the_launcher_picks_tf32_on_ampere_and_exact_float32_before(monkeypatch):
+    q = torch.zeros(1, 2, 16, 64).as_subclass(OnCuda)
+    monkeypatch.setattr(ft, "_BUILT_INTERPRETED", False)
+    expect = {(7, 5): ("ieee", (ft.IEEE_FORWARD_CONFIG, "ieee")), (8, 0): ("tf32", None),
+              (9, 0): ("tf32", None)}
+    for cap, (prec, fixed) in expect.items():
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, cap=cap: cap)
+        assert ft._precision(q, None) == prec and ft._fixed_forward_config(prec, None) == fixed
+        assert ft._precision(q.half(), None) == "tf32"
+        assert ft._precision(q, "ieee") == "ieee"
+        assert ft._fixed_forward_config("ieee", None) == (ft.IEEE_FORWARD_CONFIG, "ieee")
+        assert ft._fixed_forward_config(prec, (64, 32, 4, 2)) == ((64, 32, 4, 2), "config")
+
+
+# ---------------------------------------------------------------- configurations
+def test_a_fixed_config_is_used_reported_and_reproducible():
+    q, k, v = _inputs((1, 2, 40, 40, 16, 16), torch.float32, seed=8)
+    cfg = (16, 16, 4, 2)
+    out1, lse1 = ft.triton_attention_forward(q, k, v, causal=True, config=cfg)
+    got = ft.chosen_forward_config(q, k, v, causal=True, config=cfg)
+    assert (got["block_m"], got["block_n"]) == (16, 16) and got["how"] in ("config", "interpreter")
+    out2, lse2 = ft.triton_attention_forward(q, k, v, causal=True, config=got)  # the dict, as JSON gives it
+    assert torch.equal(out1, out2) and torch.equal(lse1, lse2)  # same code, same tiles: same bits
+    _, gold = _reference(q, k, v, True)
+    _, naive = _reference(q, k, v, True, _naive_dtype(torch.float32))
+    assert_close_to_reference(out1, gold, naive)
+    raises_with(ValueError, ["config must be", "(BLOCK_M, BLOCK_N, num_warps, num_stages)"],
+                ft.triton_attention_forward, q, k, v, config=(16, 16))
+    raises_with(ValueError, ["powers of two", "(24, 16, 4, 1)"], ft.triton_attention, q, k, v, config=(24, 16, 4, 1))
+    raises_with(ValueError, ["block_m"], ft.triton_attention_forward, q, k, v, config={"block_n": 16})
+
+
+def test_the_autotuner_keys_on_a_batch_heads_bucket_and_its_choice_is_recorded(monkeypatch):
+    assert "BH_BUCKET" in ft.FWD_AUTOTUNE_KEY
+    q = torch.zeros(2, 4, 100, 64).as_subclass(OnCuda)
+    key = ft._launch_key(q, q, q, True, "tf32", False)
+    assert key[2:5] == (128, 128, 8)  # L_q, L_k and B * H buckets
+    assert ft._launch_key(torch.zeros(8, 8, 100, 64), q, q, True, "tf32", False)[4] == 64
+    monkeypatch.setattr(ft, "_BUILT_INTERPRETED", False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
+    monkeypatch.setattr(ft, "_TUNED", {})
+    assert ft.chosen_forward_config(q, q, q, causal=True) is None  # nothing tuned yet
+    ft._TUNED[ft._launch_key(q, q, q, True, "tf32", False)] = (128, 64, 8, 3)
+    assert ft.chosen_forward_config(q, q, q, causal=True) == dict(
+        block_m=128, block_n=64, num_warps=8, num_stages=3, precision="tf32", how="autotuned")
+    assert ft.chosen_forward_config(q, q, q, causal=True, precision="ieee")["how"] == "ieee"
+
+
+# ---------------------------------------------------------------- launch limits
+class _Grids:
+    """Stands in for a kernel: records each launch's grid, runs nothing."""
+
+    def __init__(self):
+        self.grids = []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kw):
+            self.grids.append(grid(dict(kw, BLOCK_M=64)) if callable(grid) else grid)
+        return launch
+
+
+def _launchable(grid):
+    x, y, z = (*grid, 1, 1)[:3]
+    return x <= 2**31 - 1 and y <= 65535 and z <= 65535
+
+
+@pytest.mark.skipif(CUDA, reason="stand-in launches on CPU tensors")
+def test_grids_launch_for_more_than_65535_batch_heads(monkeypatch):
+    # B * H = 70,000 (y stops at 65,535 on CUDA): every launch puts it on the x axis
+    q = torch.zeros(1, 70_000, 3, 16)
+    stand_ins = {name: _Grids() for name in ("_attn_fwd_fixed", "_attn_bwd_preprocess", "_attn_bwd_dkdv",
+                                             "_attn_bwd_dq")}
+    for name, s in stand_ins.items():
+        monkeypatch.setattr(ft, name, s)
+    ft.triton_attention_forward(q, q, q)
+    lse = torch.zeros(1, 70_000, 3)
+    for mode in ft.BACKWARDS:
+        ft._backward(q, q, q, q, q, lse, None, 0.25, mode)
+    grids = [g for s in stand_ins.values() for g in s.grids]
+    assert len(grids) == 1 + 2 + 3 and all(_launchable(g) for g in grids), grids
+    assert all(g[0] >= 70_000 for g in grids)
+    assert launch_grid(70_000, 3, 32) == (70_000,) and launch_grid(3, 100, 32) == (12,)
+    raises_with(ValueError, ["2147483647"], launch_grid, 2**30, 129, 64)

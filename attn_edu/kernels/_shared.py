@@ -31,6 +31,23 @@ def padded_head_dim(d: int) -> int:
     return max(16, 1 << (int(d) - 1).bit_length())
 
 
+#: CUDA's limits on a grid, 2**31 - 1 programs along x and 65,535 along y and z.
+GRID_X_MAX = 2**31 - 1
+GRID_YZ_MAX = 65535
+
+
+def launch_grid(batch_heads: int, length: int, block: int) -> Tuple[int]:
+    """The one-axis grid of a kernel with one program per (batch x head, block of ``block``
+    rows of ``length``): ``(batch_heads * cdiv(length, block),)``, blocks varying fastest
+    (a kernel recovers both with ``//`` and ``%`` of ``cdiv(length, block)``). On CUDA's x
+    axis any B * H launches; on y it would stop at ``GRID_YZ_MAX``."""
+    programs = batch_heads * -(-length // block)
+    if programs > GRID_X_MAX:
+        raise ValueError(f"the launch needs {programs} programs (B * H = {batch_heads}, {length} rows in "
+                         f"blocks of {block}); a CUDA grid holds at most {GRID_X_MAX}")
+    return (programs,)
+
+
 @dataclass(frozen=True)
 class AotKernel:
     """One Triton kernel as the ahead-of-time report (:mod:`attn_edu.kernels.report`)
@@ -39,30 +56,34 @@ class AotKernel:
     ``pointers`` maps pointer parameters to their element type (``"{dtype}"`` = the input
     dtype, else e.g. ``"fp32"``); ``floats`` are the float scalars; every other
     non-constexpr parameter is an int (strides named ``*_d``/``s_*d`` are 1 at run time,
-    as Triton specialises them). ``constexprs(d, dtype, config)`` gives the compile-time
-    constants for head dim ``d``; ``configs(capability, d)`` the (BLOCK_M, BLOCK_N,
-    num_warps, num_stages) a launch can use on a GPU of that compute capability at head dim d;
-    ``needs_wgmma``: on Hopper (sm_90a) its matmuls must become wgmma instructions;
+    as Triton specialises them). ``constexprs(d, dtype, config, precision)`` gives the
+    compile-time constants for head dim ``d`` and ``tl.dot`` input precision ``precision``
+    (``"tf32"`` or ``"ieee"``, see ``attn_edu.kernels._targets.input_precision``);
+    ``configs(capability, d, dtype, precision)`` the (BLOCK_M, BLOCK_N, num_warps,
+    num_stages) a launch can use on a GPU of that compute capability at head dim d;
+    ``needs_wgmma``: on Hopper (sm_90a) its matmuls must become wgmma instructions (not
+    asked of exact float32, which has no tensor-core instruction);
     ``needs_tma``: on Hopper it must copy its tiles with TMA (``cp.async.bulk.tensor``);
-    ``per_target(capability)``: constants that depend on the target (e.g. the forward's
-    ``USE_TMA``), merged over ``constexprs``.
+    ``per_target(capability, precision)``: constants that depend on the target and
+    precision (e.g. the forward's ``USE_TMA``), merged over ``constexprs``.
     """
 
     name: str
     fn: Any
     pointers: Dict[str, str]
     floats: Tuple[str, ...]
-    constexprs: Callable[[int, str, Tuple[int, int, int, int]], Dict[str, Any]]
-    configs: Callable[[Tuple[int, int], int], List[Tuple[int, int, int, int]]]
+    constexprs: Callable[[int, str, Tuple[int, int, int, int], str], Dict[str, Any]]
+    configs: Callable[[Tuple[int, int], int, str, str], List[Tuple[int, int, int, int]]]
     needs_wgmma: bool = True
     unit_strides: Tuple[str, ...] = field(default_factory=tuple)
     needs_tma: bool = False
-    per_target: Optional[Callable[[Tuple[int, int]], Dict[str, Any]]] = None
+    per_target: Optional[Callable[[Tuple[int, int], str], Dict[str, Any]]] = None
 
     def constants(self, d: int, dtype: str, config: Tuple[int, int, int, int],
-                  capability: Tuple[int, int]) -> Dict[str, Any]:
+                  capability: Tuple[int, int], precision: str = "tf32") -> Dict[str, Any]:
         """The compile-time constants for head dim ``d`` on a GPU of this capability."""
-        return {**self.constexprs(d, dtype, config), **(self.per_target(capability) if self.per_target else {})}
+        return {**self.constexprs(d, dtype, config, precision),
+                **(self.per_target(capability, precision) if self.per_target else {})}
 
 
 def kernel_text(kernels: Dict[str, Callable], kernel: str, start: Optional[str] = None,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-__all__ = ["Target", "TARGETS", "OutOfResources", "cuda_dtype_problem", "interpreter_dtype_problem",
-           "check_runnable"]
+__all__ = ["Target", "TARGETS", "OutOfResources", "PRECISIONS", "TF32_MIN_CAPABILITY", "input_precision",
+           "cuda_dtype_problem", "interpreter_dtype_problem", "check_runnable"]
 
 try:  # what Triton raises when a launch needs more shared memory than the GPU has
     from triton.runtime.errors import OutOfResources
@@ -37,6 +37,55 @@ TARGETS: Dict[str, Target] = {t.arch: t for t in [
     Target("sm_80", 80, "A100", 166912, True),
     Target("sm_90a", 90, "H100", 232448, True),
 ]}
+
+
+#: What ``tl.dot`` does with float32 inputs (the kernels' ``precision=`` argument), ``"tf32"``
+#: (tensor cores: each product of two float32 numbers rounded to TF32's 10-bit mantissa
+#: first, sums in float32) or ``"ieee"`` (exact float32 products with fused multiply-adds:
+#: no tensor cores, slow, and the kernels launch it with one small fixed configuration).
+PRECISIONS = ("tf32", "ieee")
+#: TF32 tensor cores exist from compute capability 8.0 (Ampere) on; a T4 (7.5) has none.
+TF32_MIN_CAPABILITY = (8, 0)
+
+
+def input_precision(dtype_name: str, capability: Optional[Tuple[int, int]],
+                    precision: Optional[str] = None) -> str:
+    """The ``input_precision`` of every ``tl.dot`` of a kernel launch (one rule for all kernels).
+
+    ``dtype_name``: the inputs' dtype; ``capability``: the GPU's compute capability, None
+    under Triton's CPU interpreter; ``precision``: the caller's choice, one of
+    ``PRECISIONS`` or None for the default.
+
+    * float16 and bfloat16: ``"tf32"`` whatever ``precision`` says. Triton ignores it for
+      half types: their products are exact in float32 and the tensor cores sum in float32.
+    * float32, default: ``"tf32"`` from ``TF32_MIN_CAPABILITY`` (8.0, tensor cores), else
+      ``"ieee"`` (a T4 has no TF32; the interpreter computes exact float32 products
+      whatever it is told, so ``"ieee"`` is what it runs).
+    * float32, ``precision="ieee"``: exact products everywhere; ``precision="tf32"``:
+      refused below 8.0 on a GPU (ValueError), accepted by the interpreter (which still
+      computes exactly: it cannot show TF32's rounding).
+
+    The tolerance that goes with TF32: a TF32 product has the 10-bit mantissa of float16
+    with float32's range, so a float32 launch on TF32 is held to the float16 rule of
+    :mod:`attn_edu.testing` on the same inputs: ``max|out - gold| <= 2 max|naive_16 - gold|
+    + eps_16 max|gold|`` (``naive_16`` the plain attention in float16; 3x for gradients).
+    Exact float32 (``"ieee"``) is held to the float32 rule.
+    """
+    if precision is not None and precision not in PRECISIONS:
+        raise ValueError(f"precision must be None or one of {', '.join(map(repr, PRECISIONS))}; "
+                         f"got {precision!r}")
+    if dtype_name != "float32":
+        return "tf32"
+    has_tf32 = capability is not None and tuple(capability) >= TF32_MIN_CAPABILITY
+    if precision is None:
+        return "tf32" if has_tf32 else "ieee"
+    if precision == "tf32" and capability is not None and not has_tf32:
+        major, minor = capability
+        raise ValueError(
+            f"precision='tf32' needs TF32 tensor cores, compute capability 8.0 or newer; got a GPU "
+            f"of compute capability {major}.{minor} (e.g. a T4). Use precision='ieee' (exact float32, "
+            "the default there) or float16 inputs.")
+    return precision
 
 
 def cuda_dtype_problem(dtype_name: str, capability: Tuple[int, int]) -> Optional[str]:

@@ -38,8 +38,10 @@ over dense attention is ``1 / density`` with ``density`` the fraction of tiles
 computed (:func:`attn_edu.masks.block_density`).
 
 Scope: **forward pass only** (no autograd); boolean masks only (True = may attend);
-float16, bfloat16 and float32 (the float32 dot products use full IEEE precision,
-not TF32); head dimensions 16 to 128; tile sizes powers of two from 16 to 256.
+float16, bfloat16 and float32 (float32 dot products on TF32 tensor cores from compute
+capability 8.0, exact before, the one rule of ``attn_edu.kernels._targets.input_precision``;
+``precision="ieee"`` is refused from 8.0); head dimensions 16 to 128; tile sizes powers
+of two from 16 to 256.
 A fully masked query row gives a zero output row and ``lse = -inf``, never NaN.
 It runs on a CUDA GPU, or on the CPU through Triton's interpreter (slow, for tests
 and small examples) when the environment variable ``TRITON_INTERPRET=1`` is set
@@ -56,6 +58,11 @@ accumulation, as on the GPU). Explained in chapters 09 (tiles), 10 (Triton) and 
 
 The benchmark against FlexAttention is ``attn_edu.bench.block_sparse``
 (``python -m attn_edu.bench --block-sparse``, CUDA only).
+
+Why one file of more than 600 lines: the kernel, the launch rules it depends on (tile
+plan, row slices, precision) and FlexAttention on the same boolean mask are what chapter
+11 compares side by side; split, the tile lists' layout would be defined far from the
+kernel that reads them.
 """
 from __future__ import annotations
 
@@ -69,7 +76,7 @@ from ..masks import TilePlan, plan_tiles
 from ..masks.tiles import unpack_plan
 from . import _interpret
 from . import _targets
-from ._shared import LN2, LOG2E, AotKernel, padded_head_dim
+from ._shared import LN2, LOG2E, AotKernel, launch_grid, padded_head_dim
 
 try:  # guarded: importing attn_edu never needs torch or triton
     import torch
@@ -91,6 +98,7 @@ __all__ = [
     "flex_block_mask_from_bool",
     "flex_reference",
     "aot_kernels",
+    "launch_config",
     "HEAD_DIMS",
     "DTYPES",
     "BLOCK_SIZES",
@@ -123,10 +131,12 @@ if triton is not None:
         ``APPLY_MASK``: a partial tile, whose element mask is loaded. ``EVEN``: L_k is a
         multiple of BLOCK_N and the head dims are powers of two, so no load needs bounds.
         """
-        offs_n = start_n + tl.arange(0, BLOCK_N)  # (BLOCK_N,) key positions
+        tile_n = tl.arange(0, BLOCK_N)
+        offs_n = start_n + tile_n  # (BLOCK_N,) key positions
         col_ok = offs_n < LK
-        k_ptrs = k_base + offs_n[None, :] * s_kn + offs_d[:, None] * s_kd  # (BLOCK_D, BLOCK_N)
-        v_ptrs = v_base + offs_n[:, None] * s_vn + offs_dv[None, :] * s_vd  # (BLOCK_N, BLOCK_DV)
+        col0 = tl.cast(start_n, tl.int64)  # 64-bit: start_n * stride passes 2**31 in long inputs
+        k_ptrs = k_base + col0 * s_kn + tile_n[None, :] * s_kn + offs_d[:, None] * s_kd  # (BLOCK_D, BLOCK_N)
+        v_ptrs = v_base + col0 * s_vn + tile_n[:, None] * s_vn + offs_dv[None, :] * s_vd  # (BLOCK_N, BLOCK_DV)
         if EVEN:
             k = tl.load(k_ptrs)
         else:
@@ -135,7 +145,7 @@ if triton is not None:
             k = k.to(tl.float32)
         s = tl.dot(q, k, input_precision=PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N), log2 units
         if APPLY_MASK:  # partial tile: load the element mask (True = may attend)
-            allowed = tl.load(m_rows + offs_n[None, :] * s_mn,
+            allowed = tl.load(m_rows + col0 * s_mn + tile_n[None, :] * s_mn,
                               mask=row_ok[:, None] & col_ok[None, :], other=0)
             s = tl.where(allowed != 0, s, float("-inf"))  # keys past L_k read as False
         else:
@@ -176,30 +186,38 @@ if triton is not None:
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
         BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
         EVEN: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
+        PLAN_M: tl.constexpr,
     ):
-        pid_m = tl.program_id(0)  # row block
-        pid_bh = tl.program_id(1)  # batch * heads
+        # a program owns BLOCK_M rows of a row block of the plan (PLAN_M rows, a multiple of
+        # BLOCK_M): usually the whole block; exact float32 splits it (smaller FMA tiles)
+        # grid (B * H * row blocks,): CUDA's x axis (y and z stop at 65,535), row blocks fastest
+        n_m = tl.cdiv(LQ, BLOCK_M)
+        pid_m = tl.program_id(0) % n_m  # row block
+        pid_bh = tl.program_id(0) // n_m  # batch * heads
         b = (pid_bh // H).to(tl.int64)
         h = (pid_bh % H).to(tl.int64)
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,) query positions
+        row0 = (pid_m * BLOCK_M).to(tl.int64)  # 64-bit: row * stride passes 2**31 (the mask's
+        tile_m = tl.arange(0, BLOCK_M)  # row stride is L_k: L = 46,341 is enough)
+        offs_m = pid_m * BLOCK_M + tile_m  # (BLOCK_M,) query positions
         offs_d = tl.arange(0, BLOCK_D)
         offs_dv = tl.arange(0, BLOCK_DV)
         row_ok = offs_m < LQ
 
-        q = tl.load(Q + b * s_qb + h * s_qh + offs_m[:, None] * s_qm + offs_d[None, :] * s_qd,
+        q = tl.load(Q + b * s_qb + h * s_qh + row0 * s_qm + tile_m[:, None] * s_qm + offs_d[None, :] * s_qd,
                     mask=row_ok[:, None] & (offs_d[None, :] < D), other=0.0)  # (BLOCK_M, BLOCK_D)
         if UPCAST:
             q = q.to(tl.float32)
         k_base = K + b * s_kb + h * s_kh
         v_base = V + b * s_vb + h * s_vh
-        m_rows = M + b * s_mb + h * s_mh + offs_m[:, None] * s_mm  # (BLOCK_M, 1) mask rows
+        m_rows = M + b * s_mb + h * s_mh + row0 * s_mm + tile_m[:, None] * s_mm  # (BLOCK_M, 1) mask rows
 
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max (log2 units)
         l_i = tl.zeros([BLOCK_M], tl.float32)  # running sum of exp2
         acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)  # unnormalised output
 
-        lists = b * s_cb + h * s_ch + pid_m  # this row block's entry in the count arrays
-        row_idx = b * s_ib + h * s_ih + pid_m * s_im  # ... and its row of column indices
+        plan_row = pid_m * BLOCK_M // PLAN_M  # the plan's row block these rows belong to
+        lists = b * s_cb + h * s_ch + plan_row  # its entry in the count arrays
+        row_idx = b * s_ib + h * s_ih + plan_row * s_im  # ... and its row of column indices
         n_full = tl.load(FULL_NUM + lists)
         for t in range(0, n_full):  # full tiles: no element mask
             start_n = tl.load(FULL_IDX + row_idx + t) * BLOCK_N
@@ -218,10 +236,10 @@ if triton is not None:
         empty = l_i == 0.0  # fully masked rows (or rows of a row block with no tiles)
         l_safe = tl.where(empty, 1.0, l_i)
         out = acc / l_safe[:, None]  # zeros where empty: acc is 0 there
-        tl.store(O + b * s_ob + h * s_oh + offs_m[:, None] * s_om + offs_dv[None, :] * s_od,
+        tl.store(O + b * s_ob + h * s_oh + row0 * s_om + tile_m[:, None] * s_om + offs_dv[None, :] * s_od,
                  out.to(O.dtype.element_ty), mask=row_ok[:, None] & (offs_dv[None, :] < DV))
         lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * LN2)
-        tl.store(LSE + b * s_lb + h * s_lh + offs_m, lse, mask=row_ok)
+        tl.store(LSE + b * s_lb + h * s_lh + row0 + tile_m, lse, mask=row_ok)
 
 
 # --------------------------------------------------------------------------------------
@@ -363,13 +381,40 @@ def _upcast_for(dtype) -> bool:
 
 
 def _default_warps(block_q: int, block_k: int, d: int) -> int:
-    return 8 if block_q * max(d, block_k) >= 128 * 128 else 4
+    """4 warps, 8 from a 64 x 64 tile at d = 128 on (where 4 spill on sm_80)."""
+    return 8 if block_q * max(d, block_k) >= 64 * 128 else 4
+
+
+#: Exact float32 (``precision="ieee"``, fused multiply-adds, tiles in registers), each
+#: program takes this many rows of a row block (the tile lists stay the plan's), with
+#: these warps and stages; the plan's 64-row tiles spilled ~115 KB on sm_80 at d = 128.
+IEEE_ROWS, IEEE_WARPS, IEEE_STAGES = 16, 4, 1
+#: Before Hopper at d > 64, rows per program for half dtypes and for float32 on TF32 (a
+#: 128-row bfloat16 tile spilled 196 B on sm_80, a 64-row TF32 one 88 B, compile report).
+AMPERE_D128_ROWS = {2: 64, 4: 32}
+
+
+def launch_config(block_q: int, block_k: int, d: int, precision: str,
+                  num_warps: Optional[int] = None, num_stages: Optional[int] = None,
+                  capability: Optional[Tuple[int, int]] = None, dtype_bytes: int = 2) -> Tuple[int, int, int, int]:
+    """(rows per program, keys per tile, num_warps, num_stages) the launcher uses for a
+    ``block_q`` x ``block_k`` tile at head dim ``d`` (the larger of d_k, d_v) on a GPU of
+    ``capability`` (None: no limit) with inputs of ``dtype_bytes``: the tile itself with
+    :func:`_default_warps` and 3 stages; exact float32 ``IEEE_ROWS`` rows at a time; before
+    Hopper at d > 64 at most ``AMPERE_D128_ROWS`` rows, with 8 warps. A program takes a slice of a row block and
+    the row block's tile lists: the tiles stay the plan's."""
+    if precision == "ieee":
+        return (min(IEEE_ROWS, block_q), block_k, num_warps or IEEE_WARPS, num_stages or IEEE_STAGES)
+    rows, warps = block_q, _default_warps(block_q, block_k, d)
+    if capability is not None and tuple(capability) < (9, 0) and d > 64:
+        rows, warps = min(rows, AMPERE_D128_ROWS[4 if dtype_bytes == 4 else 2]), 8
+    return (rows, block_k, num_warps or warps, num_stages or 3)
 
 
 def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
                            block_k: Optional[int] = None, *, scale: Optional[float] = None,
                            return_lse: bool = False, num_warps: Optional[int] = None,
-                           num_stages: Optional[int] = None):
+                           num_stages: Optional[int] = None, precision: Optional[str] = None):
     r"""Attention :math:`\operatorname{softmax}(QK^\top s + M)V` computing only non-empty tiles.
 
     Args:
@@ -386,6 +431,11 @@ def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
         return_lse: also return the log-sum-exp of each row's scaled scores, float32
             (B, H, L_q) (``-inf`` for a fully masked row).
         num_warps, num_stages: Triton launch options (ignored by the interpreter).
+        precision: float32 inputs only, ``"tf32"`` (tensor cores; the default from compute
+            capability 8.0) or ``"ieee"`` (exact float32 products; the default, and the only
+            choice, before 8.0 and in the interpreter; refused from 8.0, where its FMA tiles
+            spill): ``attn_edu.kernels._targets.input_precision``, whose docstring states
+            the tolerance of each. Exact float32 runs ``IEEE_ROWS`` query rows per program.
 
     Returns:
         out (B, H, L_q, d_v) in the input dtype, or ``(out, lse)``.
@@ -397,10 +447,20 @@ def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
     if torch is None or triton is None:
         raise ImportError("block_sparse_attention needs PyTorch and Triton (pip install triton)")
     batch = _check_inputs(q, k, v)
+    upcast = _upcast_for(q.dtype)
+    capability = torch.cuda.get_device_capability(q.device) if q.device.type == "cuda" else None
+    dot_precision = "ieee" if upcast else _targets.input_precision(
+        _checks.dtype_name(q.dtype), capability, precision)
+    if dot_precision == "ieee" and capability is not None and tuple(capability) >= _targets.TF32_MIN_CAPABILITY:
+        raise ValueError(
+            "block_sparse_attention does not offer precision='ieee' on a GPU with TF32 tensor cores "
+            f"(compute capability {capability[0]}.{capability[1]}): exact float32 products of a key "
+            "tile are fused multiply-adds whose registers spill (tens of KB per thread at d = 128). "
+            "Use the default TF32 (precision=None), or float16/bfloat16 inputs.")
     if q.device.type == "cpu" and _reload_if_mode_changed():  # the kernel is rebuilt
         return globals()["block_sparse_attention"](
             q, k, v, mask, block_q, block_k, scale=scale, return_lse=return_lse,
-            num_warps=num_warps, num_stages=num_stages)
+            num_warps=num_warps, num_stages=num_stages, precision=precision)
     if q.device.type == "cpu":
         _check_interpreter_complete()
     raw, plan, bq, bk = unpack_plan(mask, False, block_q, block_k)
@@ -431,15 +491,14 @@ def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
         return (out, lse) if return_lse else out
     q4, k4, v4 = q.expand(B, H, lq, dk), k.expand(B, H, lk, dk), v.expand(B, H, lk, dv)
 
-    grid = (triton.cdiv(lq, bm), B * H)
-    upcast = _upcast_for(q.dtype)
-    precision = "ieee" if q.dtype == torch.float32 or upcast else None
+    rows, _, warps, stages = launch_config(bm, bn, max(dk, dv), dot_precision, num_warps, num_stages,
+                                           capability, q.element_size())
+    grid = launch_grid(B * H, lq, rows)  # one axis: any B * H launches
     block_d, block_dv = padded_head_dim(dk), padded_head_dim(dv)
     even = lk % bn == 0 and block_d == dk and block_dv == dv
     launch: Dict[str, int] = {}
     if not INTERPRETED:
-        launch["num_warps"] = num_warps or _default_warps(bm, bn, max(dk, dv))
-        launch["num_stages"] = num_stages or 3
+        launch["num_warps"], launch["num_stages"] = warps, stages
     try:
         _block_sparse_fwd_kernel[grid](
             q4, k4, v4, m8, out, lse,
@@ -453,9 +512,9 @@ def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
             _stride(full_num, 0), _stride(full_num, 1),
             _stride(full_idx, 0), _stride(full_idx, 1), full_idx.stride(2),
             H, lq, lk, s * LOG2E.value,
-            D=dk, DV=dv, BLOCK_M=bm, BLOCK_N=bn,
+            D=dk, DV=dv, BLOCK_M=rows, BLOCK_N=bn, PLAN_M=bm,
             BLOCK_D=block_d, BLOCK_DV=block_dv, EVEN=even,
-            PRECISION=precision, UPCAST=upcast, **launch,
+            PRECISION=dot_precision, UPCAST=upcast, **launch,
         )
     except _targets.OutOfResources as err:  # the tile does not fit this GPU's shared memory
         small = (min(bm, 64), min(bn, 64))
@@ -465,28 +524,38 @@ def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
         warnings.warn(f"block_sparse_attention: a {bm} x {bn} tile at head dim {max(dk, dv)} needs "
                       f"more shared memory than this GPU has; using {small[0]} x {small[1]} tiles")
         return block_sparse_attention(q, k, v, raw, *small, scale=scale, return_lse=return_lse,
-                                      num_warps=None, num_stages=num_stages)
+                                      num_warps=None, num_stages=num_stages, precision=precision)
     return (out, lse) if return_lse else out
 
 
-#: (block_q, block_k, num_warps, num_stages) the report compiles, the default tile with
-#: its default launch, and the benchmark's 128 x 64 tile.
-AOT_CONFIGS = [(64, 64, 4, 3), (128, 64, 8, 3)]
+#: (block_q, block_k) the report compiles, the default tile and the benchmark's 128 x 64
+#: (half dtypes and TF32; exact float32 the default tile only), each with the launch of
+#: :func:`launch_config`.
+AOT_TILES = [(64, 64), (128, 64)]
 
 
 def aot_kernels() -> list:
     """The block-sparse forward as an ``AotKernel`` (``attn_edu/kernels/_shared.py``) record for
-    ``python -m attn_edu.kernels.report`` (``AOT_CONFIGS``, head dims powers of two)."""
-    def meta(d, dtype, config):
+    ``python -m attn_edu.kernels.report`` (``AOT_TILES`` launched as :func:`launch_config`
+    does, head dims powers of two; a row's BLOCK_M is the rows per program)."""
+    def meta(d, dtype, config, precision):
+        plan_m = max(64, config[0])  # the plan's rows: a tile of AOT_TILES that has these rows
         return dict(D=d, DV=d, BLOCK_M=config[0], BLOCK_N=config[1], BLOCK_D=padded_head_dim(d),
-                    BLOCK_DV=padded_head_dim(d), EVEN=True,
-                    PRECISION="ieee" if dtype == "float32" else None, UPCAST=False)
+                    BLOCK_DV=padded_head_dim(d), EVEN=True, PRECISION=precision, UPCAST=False,
+                    PLAN_M=plan_m)
+
+    def configs(capability, d, dtype, precision):
+        if precision == "ieee" and tuple(capability) >= _targets.TF32_MIN_CAPABILITY:
+            return []  # refused there (see block_sparse_attention)
+        tiles = AOT_TILES[:1] if precision == "ieee" else AOT_TILES
+        size = 4 if dtype == "float32" else 2
+        return [launch_config(bq, bk, d, precision, capability=capability, dtype_bytes=size) for bq, bk in tiles]
 
     pointers = {"Q": "{dtype}", "K": "{dtype}", "V": "{dtype}", "M": "u8", "O": "{dtype}",
                 "LSE": "fp32", "FULL_NUM": "i32", "FULL_IDX": "i32", "PART_NUM": "i32",
                 "PART_IDX": "i32"}
     return [AotKernel("block_sparse_forward", _block_sparse_fwd_kernel, pointers, ("qk_scale",),
-                      meta, lambda capability, d: list(AOT_CONFIGS),
+                      meta, configs,
                       unit_strides=("s_qd", "s_kd", "s_vd", "s_od", "s_mn"))]
 
 

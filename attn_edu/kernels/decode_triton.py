@@ -7,7 +7,7 @@ program to each block of queries of each (batch, head): with one query that is
 one streams the whole cache alone. Flash-Decoding {cite}`dao2023flashdecoding` also
 splits the keys into ``num_splits`` chunks:
 
-1. ``_split_kernel``, grid ``(num_splits, B * H_kv, row blocks)``: one program takes one
+1. ``_split_kernel``, grid ``(B * H_kv, num_splits, row blocks)``: one program takes one
    chunk of one sequence's keys for one K/V head, and **all** the query rows that read
    that head -- the ``g = H_q / H_kv`` query heads of its group times the ``L_q``
    queries, packed into one block of ``BLOCK_M >= 16`` rows (grouped-query attention
@@ -109,9 +109,10 @@ def _split_kernel(Q, K, V, SeqLens, OPart, MPart, LPart,
     Writes OPart (B, H_q, L_q, NUM_SPLITS, HEAD_DV), MPart and LPart (B, H_q, L_q,
     NUM_SPLITS), float32, contiguous: the chunk's (m, l, o) state, m in base 2.
     """
-    # 1. who am I: a split, a (batch, K/V head), a block of packed query rows
-    split = tl.program_id(0)
-    pid_bh = tl.program_id(1)
+    # 1. who am I: a (batch, K/V head), a split, a block of packed query rows; B * H_kv on
+    # the grid's x axis (up to 2**31 - 1; y and z stop at 65,535)
+    pid_bh = tl.program_id(0)
+    split = tl.program_id(1)
     off_b = (pid_bh // HKV).to(tl.int64)  # 64-bit: b * stride_b may pass 2^31
     off_kvh = (pid_bh % HKV).to(tl.int64)
     rows = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
@@ -123,8 +124,8 @@ def _split_kernel(Q, K, V, SeqLens, OPart, MPart, LPart,
     offs_dv = tl.arange(0, BLOCK_DV)
 
     # 2. this sequence's length, this split's keys [lo, hi), and the causal offset
-    if HAS_SEQLENS:
-        lk = tl.load(SeqLens + off_b)
+    if HAS_SEQLENS:  # clamped into 0 .. LK here: the launcher does not check on the host
+        lk = tl.minimum(tl.maximum(tl.load(SeqLens + off_b), 0), LK)
     else:
         lk = LK
     lo = split * CHUNK
@@ -152,7 +153,8 @@ def _split_kernel(Q, K, V, SeqLens, OPart, MPart, LPart,
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n  # (BLOCK_N,)
         col_ok = cols < hi
-        kT = tl.load(k_base + cols[None, :] * stride_kn + offs_dk[:, None] * stride_kd,
+        col0 = tl.cast(start_n, tl.int64)  # 64-bit: start_n * stride passes 2**31 in long caches
+        kT = tl.load(k_base + col0 * stride_kn + offs_n[None, :] * stride_kn + offs_dk[:, None] * stride_kd,
                      mask=col_ok[None, :] & (offs_dk[:, None] < HEAD_DK), other=0.0)  # (BLOCK_DK, BLOCK_N)
         s = tl.dot(q, kT, input_precision=INPUT_PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N), base 2
         allowed = col_ok[None, :]
@@ -164,7 +166,7 @@ def _split_kernel(Q, K, V, SeqLens, OPart, MPart, LPart,
         p = tl.math.exp2(s - m_safe[:, None])
         alpha = tl.math.exp2(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_base + cols[:, None] * stride_vn + offs_dv[None, :] * stride_vd,
+        v = tl.load(v_base + col0 * stride_vn + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd,
                     mask=col_ok[:, None] & (offs_dv[None, :] < HEAD_DV), other=0.0)  # (BLOCK_N, BLOCK_DV)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=INPUT_PRECISION)
         m_i = m_new
@@ -249,12 +251,15 @@ def _family(capability: Union[int, Tuple[int, int]]) -> int:
     return 90 if cc >= 90 else 80 if cc >= 80 else 75
 
 
-def pick_config(capability: Union[int, Tuple[int, int], None], head_dim: int) -> DecodeConfig:
+def pick_config(capability: Union[int, Tuple[int, int], None], head_dim: int,
+                precision: str = "tf32") -> DecodeConfig:
     """The launch configuration for a GPU of ``capability`` (None: the interpreter) and a
-    (padded) head dimension: ``DECODE_CONFIGS``' first entry above 64, second otherwise."""
+    (padded) head dimension: ``DECODE_CONFIGS``' first entry above 64, second otherwise.
+    ``precision="ieee"`` (exact float32 products: fused multiply-adds, no tensor cores)
+    takes the FMA configurations of sm_75 on every GPU."""
     if capability is None:
         return INTERPRET_CONFIG
-    configs = DECODE_CONFIGS[_family(capability)]
+    configs = DECODE_CONFIGS[75 if precision == "ieee" else _family(capability)]
     return configs[0] if padded_head_dim(head_dim) > 64 else configs[-1]
 
 
@@ -324,8 +329,9 @@ def check_decode_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
     kernel's limits: 4-D (B, H, L, D) tensors with the same B, H_q a multiple of H_kv
     (with ``enable_gqa=True``), dtype in ``SUPPORTED_DTYPES`` (bfloat16 only on compute
     capability >= 8.0, never interpreted), ``1 <= d_k, d_v <= 128``, ``seqlens`` an integer
-    tensor (B,) on the same device with values in ``0 .. L_k``, and a CUDA device (or the
-    CPU with ``TRITON_INTERPRET=1``).
+    tensor (B,) on the same device with values in ``0 .. L_k`` (checked for CPU tensors; CUDA
+    ones are not read on the host, the kernel clamps them into that range), and a CUDA
+    device (or the CPU with ``TRITON_INTERPRET=1``).
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
         require_tensor(name, x)
@@ -353,7 +359,10 @@ def check_decode_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
         if tuple(seqlens.shape) != (q.shape[0],):
             raise ValueError(f"seqlens must have shape (B,) = ({q.shape[0]},); got {tuple(seqlens.shape)}")
         _checks.same_devices(q=q.device, seqlens=seqlens.device)
-        if seqlens.numel() and (int(seqlens.min()) < 0 or int(seqlens.max()) > k.shape[2]):
+        # checked where it is free (the CPU); on a GPU the check would be a host sync per
+        # call, so the kernel clamps the lengths into 0 .. L_k instead
+        if seqlens.device.type == "cpu" and seqlens.numel() and (
+                int(seqlens.min()) < 0 or int(seqlens.max()) > k.shape[2]):
             raise ValueError(f"seqlens must lie in 0 .. L_k = {k.shape[2]} (keys past a sequence's "
                              f"length are ignored); got {seqlens.tolist()}")
     _targets.check_runnable(q.device, dt, _BUILT_INTERPRETED, "the Triton decode kernel")
@@ -368,7 +377,7 @@ def check_decode_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
 def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] = None,
                     causal: Union[bool, str] = False, scale: Optional[float] = None,
                     seqlens: Optional[Tensor] = None, enable_gqa: bool = False,
-                    return_lse: bool = False):
+                    return_lse: bool = False, precision: Optional[str] = None):
     r"""Split-KV attention of a few queries over a KV cache: ``softmax(q k^T * scale) v``.
 
     Args:
@@ -383,6 +392,14 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
         seqlens: optional int tensor (B,): sequence b holds ``seqlens[b]`` keys, the rest of
             its cache is ignored (a row that sees no key gets zeros).
         return_lse: also return the natural-log log-sum-exp (B, H_q, L_q), float32.
+        precision: float32 inputs only, ``"tf32"`` (tensor cores, the default from compute
+            capability 8.0) or ``"ieee"`` (exact products, the default before 8.0 and in the
+            interpreter): ``attn_edu.kernels._targets.input_precision``, which states the
+            tolerance of each.
+
+    No host synchronisation: nothing is read back from the GPU (``seqlens`` included, see
+    :func:`check_decode_inputs`), and the only buffers the launcher fills are those the
+    kernels write completely, so a call can be captured in a CUDA graph.
 
     Returns ``out`` (B, H_q, L_q, d_v) in the input dtype (and ``lse``). Forward only.
     Equal to :func:`attn_edu.decoding.split_kv_attention` within the tolerance rule.
@@ -390,12 +407,14 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
     align, s, group = check_decode_inputs(q, k, v, causal, scale, seqlens, enable_gqa)
     B, HQ, LQ, DK = q.shape
     HKV, LK, DV = k.shape[1], k.shape[2], v.shape[3]
-    out = torch.zeros((B, HQ, LQ, DV), dtype=q.dtype, device=q.device)  # (B, H_q, L_q, d_v)
-    lse = torch.full((B, HQ, LQ), float("-inf"), dtype=torch.float32, device=q.device)
+    # every element is written by the reduction: no memset (torch.empty)
+    out = torch.empty((B, HQ, LQ, DV), dtype=q.dtype, device=q.device)  # (B, H_q, L_q, d_v)
     if LQ == 0 or LK == 0 or B == 0:  # nothing to attend to: zeros, lse = -inf
-        return (out, lse) if return_lse else out
+        lse = torch.full((B, HQ, LQ), float("-inf"), dtype=torch.float32, device=q.device)
+        return (out.zero_(), lse) if return_lse else out.zero_()
     capability = None if q.device.type == "cpu" else torch.cuda.get_device_capability(q.device)
-    cfg = pick_config(capability, max(DK, DV))
+    dot_precision = _targets.input_precision(_checks.dtype_name(q), capability, precision)
+    cfg = pick_config(capability, max(DK, DV), dot_precision)
     block_m = block_m_for(group, LQ)
     row_blocks = -(-group * LQ // block_m)
     if num_splits is None:
@@ -411,13 +430,13 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
     lens = (seqlens.to(device=q.device, dtype=torch.int32) if seqlens is not None
             else torch.empty(1, dtype=torch.int32, device=q.device))  # unused without seqlens
     extra = {} if capability is None else dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    _split_kernel[(num_splits, B * HKV, row_blocks)](
+    _split_kernel[(B * HKV, num_splits, row_blocks)](
         q, k, v, lens, o_part, m_part, l_part, *q.stride(), *k.stride(), *v.stride(),
         HKV, LQ, LK, 0 if align is None else causal_offset(LQ, LK, align), chunk, num_splits, s * LOG2E.value,
         GROUP=group, HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
         BLOCK_M=block_m, BLOCK_N=cfg.block_k, CAUSAL=align is not None,
         BOTTOM_RIGHT=align == "bottom_right", HAS_SEQLENS=seqlens is not None,
-        INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", **extra)
+        INPUT_PRECISION=dot_precision, **extra)
     lse2 = torch.empty((B * HQ * LQ,), dtype=torch.float32, device=q.device)
     _reduce_kernel[(B * HQ * LQ,)](
         o_part, m_part, l_part, out, lse2, *out.stride(), HQ, LQ, num_splits,
@@ -435,11 +454,12 @@ _TRITON_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 
 
 def compile_specs(arch: str = "sm_90a", dtype: str = "float16", head_dim: int = 128, group: int = 8,
-                  lq: int = 1) -> List[Dict[str, Any]]:
+                  lq: int = 1, precision: Optional[str] = None) -> List[Dict[str, Any]]:
     """What to hand ``triton.compile`` to build this kernel for ``arch`` without a GPU.
 
     Two entries: the split kernel in the configuration :func:`pick_config` launches for
-    ``head_dim`` on ``arch`` (a key of ``attn_edu.kernels._targets.TARGETS``), and the
+    ``head_dim`` and float32 ``precision`` (None: the default there,
+    ``attn_edu.kernels._targets.input_precision``) on ``arch`` (a key of ``attn_edu.kernels._targets.TARGETS``), and the
     reduction. Each is a dict with ``name``, ``fn`` (the ``JITFunction``), ``signature``,
     ``constexprs`` and ``attrs`` (for ``triton.compiler.ASTSource``), ``options``
     (``num_warps``, ``num_stages``), ``config`` and ``capability`` (for
@@ -473,7 +493,8 @@ def compile_specs(arch: str = "sm_90a", dtype: str = "float16", head_dim: int = 
     lq = _checks.check_length("lq", lq, minimum=1)
     tdt = _TRITON_DTYPES[dtype]
     block_m = block_m_for(group, lq)
-    cfg = pick_config(target.capability, d)
+    dot_precision = _targets.input_precision(dtype, divmod(target.capability, 10), precision)
+    cfg = pick_config(target.capability, d, dot_precision)
     ones = ("stride_qd", "stride_kd", "stride_vd") + (("LQ",) if lq == 1 else ())
     divisible = ["Q", "K", "V", "SeqLens", "OPart", "MPart", "LPart", "CHUNK"]
     if d % 16 == 0:
@@ -481,10 +502,10 @@ def compile_specs(arch: str = "sm_90a", dtype: str = "float16", head_dim: int = 
                       "stride_vb", "stride_vh", "stride_vn"]
     consts = dict(GROUP=group, HEAD_DK=d, HEAD_DV=d, BLOCK_DK=padded_head_dim(d), BLOCK_DV=padded_head_dim(d),
                   BLOCK_M=block_m, BLOCK_N=cfg.block_k, CAUSAL=True, BOTTOM_RIGHT=True,
-                  HAS_SEQLENS=True, INPUT_PRECISION="ieee" if dtype == "float32" else "tf32",
+                  HAS_SEQLENS=True, INPUT_PRECISION=dot_precision,
                   **{name: 1 for name in ones})
     split = dict(name=f"_split_kernel[BLOCK_M={block_m},BLOCK_N={cfg.block_k},warps={cfg.num_warps},"
-                      f"stages={cfg.num_stages}]", fn=_split_kernel, config=cfg,
+                      f"stages={cfg.num_stages}]", fn=_split_kernel, config=cfg, precision=dot_precision,
                  signature=_signature(_split_kernel, consts, Q="*" + tdt, K="*" + tdt, V="*" + tdt,
                                       SeqLens="*i32", OPart="*fp32", MPart="*fp32", LPart="*fp32",
                                       qk_scale="fp32"),

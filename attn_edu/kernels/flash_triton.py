@@ -66,7 +66,7 @@ Explained in chapter 10 (FlashAttention II: PyTorch, Triton and memory on a GPU)
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple, Union
+from typing import Dict, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -75,7 +75,7 @@ from .. import _checks
 from ..masks import TilePlan, causal_offset
 from ..reference_torch import require_tensor
 from . import _interpret, _targets
-from ._shared import LN2, LOG2E, AotKernel, padded_head_dim
+from ._shared import LN2, LOG2E, AotKernel, kernel_text, launch_grid, padded_head_dim
 
 try:  # guarded: the rest of attn_edu never needs triton
     import triton
@@ -95,16 +95,20 @@ __all__ = [
     "kernel_source",
     "interpret_mode",
     "forward_configs",
+    "chosen_forward_config",
     "forward_shared_memory",
     "backward_configs",
     "atomic_backward_configs",
     "tma_compatible",
     "aot_kernels",
     "BACKWARDS",
+    "BACKWARD_FLOAT32",
     "SUPPORTED_DTYPES",
     "MAX_HEAD_DIM",
     "TMA_MIN_CAPABILITY",
     "TMA_EXTRA_SHARED",
+    "IEEE_FORWARD_CONFIG",
+    "IEEE_BACKWARD_CONFIG",
 ]
 
 #: dtypes the kernels accept (tl.dot has no float64 path worth teaching).
@@ -150,6 +154,8 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs,
     ``m_i = -inf`` and contributes nothing (no ``-inf - (-inf)`` = NaN).
     ``USE_TMA``: ``k_ptrs``/``v_ptrs`` are tensor descriptors (Hopper's TMA copies a
     whole tile; rows past L_k and padded head dims arrive as zeros, no load masks).
+    A block's row offset ``start_n * stride`` is 64-bit: it passes 2**31 elements in a
+    long packed (B, L, 3, H, D) qkv view; the offsets inside a tile stay 32-bit.
     """
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n  # (BLOCK_N,) key positions of this block
@@ -157,13 +163,13 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs,
         if USE_TMA:
             kT = tl.trans(k_ptrs.load([start_n, 0]))
         elif MASKED:
-            kT = tl.load(k_ptrs + start_n * stride_kn,
+            kT = tl.load(k_ptrs + tl.cast(start_n, tl.int64) * stride_kn,
                          mask=(offs_dk[:, None] < HEAD_DK) & (cols[None, :] < LK),
                          other=0.0)
         elif HEAD_DK == BLOCK_DK:  # the fast path: no comparisons at all
-            kT = tl.load(k_ptrs + start_n * stride_kn)
+            kT = tl.load(k_ptrs + tl.cast(start_n, tl.int64) * stride_kn)
         else:  # head dim padded (e.g. 48 -> 64): mask the padding only
-            kT = tl.load(k_ptrs + start_n * stride_kn,
+            kT = tl.load(k_ptrs + tl.cast(start_n, tl.int64) * stride_kn,
                          mask=offs_dk[:, None] < HEAD_DK, other=0.0)
         # raw scores q.k; the scale (scale * log2(e) > 0) is folded in below
         qk = tl.dot(q, kT, input_precision=INPUT_PRECISION)  # (BLOCK_M, BLOCK_N)
@@ -188,13 +194,13 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs,
         if USE_TMA:
             v = v_ptrs.load([start_n, 0])
         elif MASKED:
-            v = tl.load(v_ptrs + start_n * stride_vn,
+            v = tl.load(v_ptrs + tl.cast(start_n, tl.int64) * stride_vn,
                         mask=(cols[:, None] < LK) & (offs_dv[None, :] < HEAD_DV),
                         other=0.0)
         elif HEAD_DV == BLOCK_DV:
-            v = tl.load(v_ptrs + start_n * stride_vn)
+            v = tl.load(v_ptrs + tl.cast(start_n, tl.int64) * stride_vn)
         else:
-            v = tl.load(v_ptrs + start_n * stride_vn,
+            v = tl.load(v_ptrs + tl.cast(start_n, tl.int64) * stride_vn,
                         mask=offs_dv[None, :] < HEAD_DV, other=0.0)
         acc = acc * alpha[:, None]
         # acc += p @ v  (BLOCK_M, BLOCK_DV); p in the input dtype: tensor cores
@@ -209,7 +215,7 @@ def _attn_fwd_kernel(Q, K, V, Out, Lse,
                      stride_vb, stride_vh, stride_vn, stride_vd,
                      stride_ob, stride_oh, stride_om, stride_od,
                      H, LQ, LK, qk_scale, CAUSAL_OFFSET,
-                     LQ_BUCKET, LK_BUCKET,  # the autotuner's key only (powers of two)
+                     LQ_BUCKET, LK_BUCKET, BH_BUCKET,  # the autotuner's key only (powers of two)
                      HEAD_DK: tl.constexpr, HEAD_DV: tl.constexpr,
                      BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
                      CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr,
@@ -217,24 +223,28 @@ def _attn_fwd_kernel(Q, K, V, Out, Lse,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program = one block of BLOCK_M query rows of one (batch, head).
 
-    Grid: (cdiv(L_q, BLOCK_M), B * H). Writes Out (B, H, L_q, D_v) and
+    Grid: (B * H * cdiv(L_q, BLOCK_M),), one axis (CUDA's x: up to 2**31 - 1 programs; y and
+    z stop at 65,535), query blocks varying fastest. Writes Out (B, H, L_q, D_v) and
     Lse (B * H, L_q), the natural-log log-sum-exp of each query row.
     ``USE_TMA`` (Hopper, when :func:`tma_compatible`): Q, K and V tiles are copied by
     tensor descriptors, one (L, D) matrix per (batch, head), instead of pointer loads.
     """
     # 1. who am I: a query block and a (batch, head) pair
-    start_m = tl.program_id(0) * BLOCK_M
-    off_hz = tl.program_id(1)
-    off_b = (off_hz // H).to(tl.int64)  # int64: b * stride_b passes 2**31 in big
-    off_h = (off_hz % H).to(tl.int64)  # tensors (or a packed qkv view)
-    offs_m = start_m + tl.arange(0, BLOCK_M)  # (BLOCK_M,) query rows
+    n_m = tl.cdiv(LQ, BLOCK_M)  # query blocks per (batch, head)
+    off_hz = tl.program_id(0) // n_m
+    start_m = tl.program_id(0) % n_m * BLOCK_M
+    off_b = (off_hz // H).to(tl.int64)  # int64: b * stride_b and row * stride_m pass
+    off_h = (off_hz % H).to(tl.int64)  # 2**31 in big tensors (or a packed qkv view)
+    row0 = start_m.to(tl.int64)  # the block's first row; offsets inside a tile stay 32-bit
+    tile_m = tl.arange(0, BLOCK_M)  # (BLOCK_M,) rows inside the block
+    offs_m = start_m + tile_m  # (BLOCK_M,) query rows
     offs_n = tl.arange(0, BLOCK_N)  # (BLOCK_N,) key offsets inside a block
     offs_dk = tl.arange(0, BLOCK_DK)  # head dims, padded to a power of two
     offs_dv = tl.arange(0, BLOCK_DV)
 
     # 2. pointer arithmetic: base of this (b, h) + row * stride + col * stride
-    q_ptrs = (Q + off_b * stride_qb + off_h * stride_qh  # (BLOCK_M, BLOCK_DK)
-              + offs_m[:, None] * stride_qm + offs_dk[None, :] * stride_qd)
+    q_ptrs = (Q + off_b * stride_qb + off_h * stride_qh + row0 * stride_qm  # (BLOCK_M, BLOCK_DK)
+              + tile_m[:, None] * stride_qm + offs_dk[None, :] * stride_qd)
     k_ptrs = (K + off_b * stride_kb + off_h * stride_kh  # (BLOCK_DK, BLOCK_N): K^T
               + offs_n[None, :] * stride_kn + offs_dk[:, None] * stride_kd)
     v_ptrs = (V + off_b * stride_vb + off_h * stride_vh  # (BLOCK_N, BLOCK_DV)
@@ -290,8 +300,8 @@ def _attn_fwd_kernel(Q, K, V, Out, Lse,
     lse = (m_i + tl.math.log2(l_safe)) * LN2  # base 2 -> natural log
     lse = tl.where(empty, float("-inf"), lse)
     tl.store(Lse + off_hz.to(tl.int64) * LQ + offs_m, lse, mask=offs_m < LQ)
-    o_ptrs = (Out + off_b * stride_ob + off_h * stride_oh
-              + offs_m[:, None] * stride_om + offs_dv[None, :] * stride_od)
+    o_ptrs = (Out + off_b * stride_ob + off_h * stride_oh + row0 * stride_om
+              + tile_m[:, None] * stride_om + offs_dv[None, :] * stride_od)
     tl.store(o_ptrs, acc.to(Out.dtype.element_ty),
              mask=(offs_m[:, None] < LQ) & (offs_dv[None, :] < HEAD_DV))
 
@@ -305,19 +315,24 @@ def _attn_bwd_preprocess(O, DO, Delta,
                          stride_dob, stride_doh, stride_dom, stride_dod,
                          H, LQ, HEAD_DV: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr):
-    """delta_i = sum_d dO_id * O_id, shape (B * H, L_q), float32."""
-    start_m = tl.program_id(0) * BLOCK_M
-    off_hz = tl.program_id(1)
-    off_b = (off_hz // H).to(tl.int64)  # int64: b * stride_b passes 2**31 in big
-    off_h = (off_hz % H).to(tl.int64)  # tensors (or a packed qkv view)
-    offs_m = start_m + tl.arange(0, BLOCK_M)
+    """delta_i = sum_d dO_id * O_id, shape (B * H, L_q), float32.
+
+    Grid: (B * H * cdiv(L_q, BLOCK_M),), like the forward's."""
+    n_m = tl.cdiv(LQ, BLOCK_M)
+    off_hz = tl.program_id(0) // n_m
+    start_m = tl.program_id(0) % n_m * BLOCK_M
+    off_b = (off_hz // H).to(tl.int64)  # int64: b * stride_b and row * stride_m pass
+    off_h = (off_hz % H).to(tl.int64)  # 2**31 in big tensors (or a packed qkv view)
+    row0 = start_m.to(tl.int64)
+    tile_m = tl.arange(0, BLOCK_M)
+    offs_m = start_m + tile_m
     offs_d = tl.arange(0, BLOCK_DV)
     mask = (offs_m[:, None] < LQ) & (offs_d[None, :] < HEAD_DV)
-    o = tl.load(O + off_b * stride_ob + off_h * stride_oh
-                + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
+    o = tl.load(O + off_b * stride_ob + off_h * stride_oh + row0 * stride_om
+                + tile_m[:, None] * stride_om + offs_d[None, :] * stride_od,
                 mask=mask, other=0.0).to(tl.float32)
-    do = tl.load(DO + off_b * stride_dob + off_h * stride_doh
-                 + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod,
+    do = tl.load(DO + off_b * stride_dob + off_h * stride_doh + row0 * stride_dom
+                 + tile_m[:, None] * stride_dom + offs_d[None, :] * stride_dod,
                  mask=mask, other=0.0).to(tl.float32)
     tl.store(Delta + off_hz.to(tl.int64) * LQ + offs_m, tl.sum(o * do, 1), mask=offs_m < LQ)
 
@@ -341,23 +356,27 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, DQ, Lse, Delta,
     contiguous (B, H, L_k, D). ``ATOMIC_DQ`` (FlashAttention-2's Algorithm 2): each
     tile also adds its share scale * dS K to DQ, a zeroed float32 (B, H, L_q, D_k)
     buffer, with atomic additions; without it DQ is not touched (the dQ kernel runs).
+    Grid: (B * H * cdiv(L_k, BLOCK_N),), key blocks varying fastest.
     """
-    start_n = tl.program_id(0) * BLOCK_N
-    off_hz = tl.program_id(1)
-    off_b = (off_hz // H).to(tl.int64)  # int64: b * stride_b passes 2**31 in big
-    off_h = (off_hz % H).to(tl.int64)  # tensors (or a packed qkv view)
-    offs_n = start_n + tl.arange(0, BLOCK_N)  # (BLOCK_N,) keys of this program
+    n_n = tl.cdiv(LK, BLOCK_N)
+    off_hz = tl.program_id(0) // n_n
+    start_n = tl.program_id(0) % n_n * BLOCK_N
+    off_b = (off_hz // H).to(tl.int64)  # int64: b * stride_b and row * stride_n pass
+    off_h = (off_hz % H).to(tl.int64)  # 2**31 in big tensors (or a packed qkv view)
+    col0 = start_n.to(tl.int64)
+    tile_n = tl.arange(0, BLOCK_N)
+    offs_n = start_n + tile_n  # (BLOCK_N,) keys of this program
     offs_m = tl.arange(0, BLOCK_M)
     offs_dk = tl.arange(0, BLOCK_DK)
     offs_dv = tl.arange(0, BLOCK_DV)
     qk_scale = sm_scale * LOG2E  # base-2 units, as in the forward
 
-    k = tl.load(K + off_b * stride_kb + off_h * stride_kh
-                + offs_n[:, None] * stride_kn + offs_dk[None, :] * stride_kd,
+    k = tl.load(K + off_b * stride_kb + off_h * stride_kh + col0 * stride_kn
+                + tile_n[:, None] * stride_kn + offs_dk[None, :] * stride_kd,
                 mask=(offs_n[:, None] < LK) & (offs_dk[None, :] < HEAD_DK),
                 other=0.0)
-    v = tl.load(V + off_b * stride_vb + off_h * stride_vh
-                + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd,
+    v = tl.load(V + off_b * stride_vb + off_h * stride_vh + col0 * stride_vn
+                + tile_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd,
                 mask=(offs_n[:, None] < LK) & (offs_dv[None, :] < HEAD_DV),
                 other=0.0)
     dk = tl.zeros([BLOCK_N, BLOCK_DK], dtype=tl.float32)
@@ -375,7 +394,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, DQ, Lse, Delta,
         lo = 0
     for start_m in range(lo, LQ, BLOCK_M):
         rows = start_m + offs_m  # (BLOCK_M,)
-        qT = tl.load(qT_ptrs + start_m * stride_qm,
+        qT = tl.load(qT_ptrs + tl.cast(start_m, tl.int64) * stride_qm,
                      mask=(offs_dk[:, None] < HEAD_DK) & (rows[None, :] < LQ),
                      other=0.0)
         # rows past L_q and rows that saw no key get lse = +inf, hence P = 0
@@ -387,7 +406,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, DQ, Lse, Delta,
         if CAUSAL:
             allowed = allowed & (offs_n[:, None] <= rows[None, :] + CAUSAL_OFFSET)
         pT = tl.where(allowed, pT, 0.0)
-        do = tl.load(do_ptrs + start_m * stride_dom,
+        do = tl.load(do_ptrs + tl.cast(start_m, tl.int64) * stride_dom,
                      mask=(rows[:, None] < LQ) & (offs_dv[None, :] < HEAD_DV),
                      other=0.0)
         # dV += P^T dO  (BLOCK_N, BLOCK_DV)
@@ -430,24 +449,27 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, Lse, Delta,
     """One program = one block of BLOCK_M queries; the key blocks stream past it.
 
     dQ = scale * sum_j dS_j K_j, with the same causal loop bound as the forward.
-    dQ is contiguous (B, H, L_q, D_k).
+    dQ is contiguous (B, H, L_q, D_k). Grid: (B * H * cdiv(L_q, BLOCK_M),).
     """
-    start_m = tl.program_id(0) * BLOCK_M
-    off_hz = tl.program_id(1)
-    off_b = (off_hz // H).to(tl.int64)  # int64: b * stride_b passes 2**31 in big
-    off_h = (off_hz % H).to(tl.int64)  # tensors (or a packed qkv view)
-    offs_m = start_m + tl.arange(0, BLOCK_M)
+    n_m = tl.cdiv(LQ, BLOCK_M)
+    off_hz = tl.program_id(0) // n_m
+    start_m = tl.program_id(0) % n_m * BLOCK_M
+    off_b = (off_hz // H).to(tl.int64)  # int64: b * stride_b and row * stride_m pass
+    off_h = (off_hz % H).to(tl.int64)  # 2**31 in big tensors (or a packed qkv view)
+    row0 = start_m.to(tl.int64)
+    tile_m = tl.arange(0, BLOCK_M)
+    offs_m = start_m + tile_m
     offs_n = tl.arange(0, BLOCK_N)
     offs_dk = tl.arange(0, BLOCK_DK)
     offs_dv = tl.arange(0, BLOCK_DV)
     qk_scale = sm_scale * LOG2E
 
     row_ok = offs_m < LQ
-    q = tl.load(Q + off_b * stride_qb + off_h * stride_qh
-                + offs_m[:, None] * stride_qm + offs_dk[None, :] * stride_qd,
+    q = tl.load(Q + off_b * stride_qb + off_h * stride_qh + row0 * stride_qm
+                + tile_m[:, None] * stride_qm + offs_dk[None, :] * stride_qd,
                 mask=row_ok[:, None] & (offs_dk[None, :] < HEAD_DK), other=0.0)
-    do = tl.load(DO + off_b * stride_dob + off_h * stride_doh
-                 + offs_m[:, None] * stride_dom + offs_dv[None, :] * stride_dod,
+    do = tl.load(DO + off_b * stride_dob + off_h * stride_doh + row0 * stride_dom
+                 + tile_m[:, None] * stride_dom + offs_dv[None, :] * stride_dod,
                  mask=row_ok[:, None] & (offs_dv[None, :] < HEAD_DV), other=0.0)
     lse = tl.load(Lse + off_hz.to(tl.int64) * LQ + offs_m, mask=row_ok, other=float("inf"))
     lse = tl.where(lse == float("-inf"), float("inf"), lse)
@@ -464,9 +486,9 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, Lse, Delta,
         hi = LK
     for start_n in range(0, hi, BLOCK_N):
         cols = start_n + offs_n
-        kT = tl.load(kT_ptrs + start_n * stride_kn,
+        kT = tl.load(kT_ptrs + tl.cast(start_n, tl.int64) * stride_kn,
                      mask=(offs_dk[:, None] < HEAD_DK) & (cols[None, :] < LK), other=0.0)
-        vT = tl.load(vT_ptrs + start_n * stride_vn,
+        vT = tl.load(vT_ptrs + tl.cast(start_n, tl.int64) * stride_vn,
                      mask=(offs_dv[:, None] < HEAD_DV) & (cols[None, :] < LK), other=0.0)
         s = tl.dot(q, kT, input_precision=INPUT_PRECISION)  # (BLOCK_M, BLOCK_N)
         p = tl.math.exp2(s * qk_scale - lse[:, None] * LOG2E)
@@ -499,19 +521,40 @@ FWD_CONFIGS_CUDA = [(bm, bn, w, s) for bm in (64, 128) for bn in (32, 64, 128)
 #: before Hopper also the 8-warp 128 x 128 tile (it spills on sm_80).
 FWD_SPILL_TILES_D128 = {(64, 128, 4), (128, 64, 4), (128, 128, 4)}
 FWD_SPILL_TILES_D128_AMPERE = FWD_SPILL_TILES_D128 | {(128, 128, 8)}
+#: float32 on TF32 tensor cores (the default from 8.0), whose tiles of 4-byte operands take twice
+#: the registers and shared memory of half ones, so a short list of its own, pruned like
+#: the half one. Before Hopper its 64 x 64 tile with 4 warps spills at d = 128 (432 B on
+#: sm_80 in the compile report), as do the 4-warp 128-row tiles (not in the list).
+FWD_CONFIGS_TF32 = [(bm, bn, w, s) for bm, bn, w in ((64, 32, 4), (64, 64, 4), (128, 64, 8)) for s in (2, 3)]
+FWD_SPILL_TILES_TF32_D128_AMPERE = {(64, 64, 4)}
+#: Whole configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) that spill registers in
+#: ``python -m attn_edu.kernels.report`` (Triton 3.9), by (GPU family 80 or 90, head
+#: dimension bucket 64 or 128, bytes per input element): left out of the search. Near 255
+#: registers a thread, ptxas spills a few bytes in some stage counts and not in others.
+FWD_SPILL_CONFIGS: Dict[Tuple[int, int, int], set] = {
+    (80, 64, 2): {(64, 32, 4, 4), (64, 64, 4, 4), (128, 64, 4, 2)},
+    (80, 128, 2): {(64, 64, 4, 2), (128, 32, 4, 2), (128, 32, 4, 3), (128, 32, 4, 4), (128, 64, 8, 2)},
+}
 #: Shared memory per block (bytes, opt-in maximum) assumed for a compute capability that
 #: ``attn_edu.kernels._targets.TARGETS`` does not list: 99 KiB, the smallest from 8.0
 #: on (8.6 and 8.9, e.g. an RTX 3090 or an L4).
 SHARED_MEMORY_FALLBACK = 101376
 #: Before compute capability 8.0 (Colab's T4 is 7.5) Triton 3.9 emits no tensor-core
 #: instructions: both tl.dot become FMA loops, and num_stages does nothing (no
-#: asynchronous copies). Two small configurations, so that autotuning on a 2-core Colab
-#: VM compiles two kernels per length bucket, not twelve; small tiles, because FMA tiles
-#: live in registers (python -m attn_edu.kernels.report shows the spills of larger ones).
+#: asynchronous copies). One small configuration, so nothing is autotuned on a 2-core
+#: Colab VM (one compile per kernel); small, because FMA tiles live in registers: the
+#: next size up, 64 x 32, spilled 1.7 KB at d = 64 and 31.6 KB at d = 128 in
+#: ``python -m attn_edu.kernels.report``, where 32 x 32 spills none and 2.6 KB.
 FWD_CONFIGS_PRE_AMPERE = [
     (32, 32, 4, 1),
-    (64, 32, 4, 1),
 ]
+#: Exact float32 (``precision="ieee"``, and every float32 launch before compute capability
+#: 8.0): fused multiply-adds instead of tensor cores, whose tiles live in registers. One
+#: fixed small configuration (BLOCK_M, BLOCK_N, num_warps, num_stages) for the forward and
+#: one for both backward kernels, never autotuned: autotuning would compile several slow,
+#: spilling kernels one after another on the first call.
+IEEE_FORWARD_CONFIG = (32, 16, 8, 1)
+IEEE_BACKWARD_CONFIG = (16, 16, 2, 1)
 #: Under TRITON_INTERPRET=1 every block is a NumPy call, so the blocks are small and fixed
 #: and tests with L = 65 or 129 still cross several blocks and a ragged last one.
 INTERPRET_BLOCK_M = 32
@@ -529,12 +572,21 @@ BWD_CONFIGS_CUDA = [
 ]
 
 
-def backward_configs(capability: Tuple[int, int]) -> list:
+def backward_configs(capability: Tuple[int, int], head_dim: int = 64, precision: str = "tf32") -> list:
     """The backward configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) the launcher
-    tries in order on a GPU of this compute capability: only the first of
-    ``BWD_CONFIGS_CUDA`` from 8.0 on (it needs at most ~64 KiB of shared memory, the
-    smallest of those GPUs has 99 KiB), both before (a T4 has 64 KiB)."""
-    return list(BWD_CONFIGS_CUDA[:1] if tuple(capability) >= (8, 0) else BWD_CONFIGS_CUDA)
+    tries in order on a GPU of this compute capability (fixed: the backward is never
+    autotuned). ``precision="ieee"`` (exact float32): ``IEEE_BACKWARD_CONFIG``. Before 8.0
+    (a T4: FMA code, 64 KiB of shared memory) the small last entry of ``BWD_CONFIGS_CUDA``,
+    which spills least there. From 8.0 the first (at most ~64 KiB of shared memory, the
+    smallest of those GPUs has 99 KiB), with 8 warps above d = 64 before Hopper (4 spill
+    on sm_80 there)."""
+    if precision == "ieee":
+        return [IEEE_BACKWARD_CONFIG]
+    cap = tuple(capability)
+    if cap < (8, 0):
+        return [BWD_CONFIGS_CUDA[-1]]
+    bm, bn, warps, stages = BWD_CONFIGS_CUDA[0]
+    return [(bm, bn, 8 if head_dim > 64 and cap < TMA_MIN_CAPABILITY else warps, stages)]
 
 
 #: From this compute capability on (Hopper) the forward copies its Q, K and V tiles with
@@ -547,20 +599,21 @@ TMA_MIN_CAPABILITY = (9, 0)
 TMA_EXTRA_SHARED = 1024
 
 
-def atomic_backward_configs(capability: Tuple[int, int], head_dim: int = 64) -> list:
+def atomic_backward_configs(capability: Tuple[int, int], head_dim: int = 64, precision: str = "tf32") -> list:
     """The configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) ``backward="atomic_dq"``
     tries in order on a GPU of this compute capability (the compile report's choice).
 
     From 9.0, 64 x 64 tiles and 8 warps: all five matmuls become ``wgmma`` (the atomic dQ
     product has BLOCK_M rows and wgmma needs 64) with no spills at d = 64 and 128; then
-    32 x 64 for GPUs with less shared memory. From 8.0, 32 x 64 with 4 warps (8 above
-    d = 64, where 4 spill), then the small tile; before 8.0 the two-kernel list."""
+    32 x 64 for GPUs with less shared memory. From 8.0, 32 x 64 with 8 warps (4 spill at
+    d = 64 and 128 on sm_80), then the small tile; before 8.0 and for ``precision="ieee"``
+    the two-kernel list (:func:`backward_configs`)."""
     cap = tuple(capability)
+    if precision == "ieee" or cap < (8, 0):
+        return backward_configs(cap, head_dim, precision)
     if cap >= TMA_MIN_CAPABILITY:
         return [(64, 64, 8, 2), (32, 64, 8, 2)]
-    if cap >= (8, 0):
-        return [(32, 64, 4 if head_dim <= 64 else 8, 2), BWD_CONFIGS_CUDA[-1]]
-    return list(BWD_CONFIGS_CUDA)
+    return [(32, 64, 8, 2), BWD_CONFIGS_CUDA[-1]]
 
 
 def forward_shared_memory(config: Tuple[int, int, int, int], head_dim: int,
@@ -576,39 +629,54 @@ def forward_shared_memory(config: Tuple[int, int, int, int], head_dim: int,
 
 
 def forward_configs(capability: Tuple[int, int], head_dim: int = 64,
-                    shared_memory: Optional[int] = None, dtype_bytes: int = 2) -> list:
+                    shared_memory: Optional[int] = None, dtype_bytes: int = 2,
+                    precision: str = "tf32") -> list:
     """The forward configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) the autotuner
     tries on a GPU of this compute capability for head dimension ``head_dim``.
 
-    Before 8.0 (a T4, 7.5: no tensor cores in Triton, FMA only) the two small
-    ``FWD_CONFIGS_PRE_AMPERE``. From 8.0 on, ``FWD_CONFIGS_CUDA`` pruned by the two rules
-    of Triton's fused-attention tutorial, ``BLOCK_N <= max(D, 32)`` (D the padded head
-    dimension) and 8 warps only for 128 x 128 tiles, and by two from the compile report:
+    ``precision="ieee"`` (exact float32, FMA code): ``[IEEE_FORWARD_CONFIG]``, launched
+    without the autotuner. Before 8.0 (a T4, 7.5: no tensor cores in Triton, FMA only) the
+    one small ``FWD_CONFIGS_PRE_AMPERE``. From 8.0 on, ``FWD_CONFIGS_CUDA`` pruned by the two
+    rules of Triton's fused-attention tutorial, ``BLOCK_N <= max(D, 32)`` (D the padded head
+    dimension) and 8 warps only for 128 x 128 tiles (before Hopper, above d = 64, also for
+    128 x 64: the A100's tile at d = 128, clean in the report), and by two from the compile report:
     no tile of ``FWD_SPILL_TILES_D128`` (before 9.0 ``FWD_SPILL_TILES_D128_AMPERE``) when
     ``head_dim > 64``, and :func:`forward_shared_memory` (with TMA's barriers from
     ``TMA_MIN_CAPABILITY`` on) within ``shared_memory`` bytes
     (default: the limit of ``attn_edu.kernels._targets.TARGETS`` for this capability,
     else ``SHARED_MEMORY_FALLBACK``). At most 12 configurations at d = 64 and d = 128.
+    float32 on TF32 (``dtype_bytes=4``): ``FWD_CONFIGS_TF32`` pruned the same way (its
+    spills: ``FWD_SPILL_TILES_TF32_D128_AMPERE``), at most 6.
     """
     cap = tuple(capability)
+    if precision == "ieee":
+        return [IEEE_FORWARD_CONFIG]
     if cap < (8, 0):
         return list(FWD_CONFIGS_PRE_AMPERE)
     if shared_memory is None:
         known = {divmod(t.capability, 10): t.shared_memory for t in _targets.TARGETS.values()}
         shared_memory = known.get(cap, SHARED_MEMORY_FALLBACK)
     d = padded_head_dim(head_dim)
+    measured = FWD_SPILL_CONFIGS.get((90 if cap >= (9, 0) else 80, 64 if d <= 64 else 128, dtype_bytes), set())
+    if dtype_bytes == 4:  # float32 on TF32 tensor cores
+        spills = set() if cap >= (9, 0) else FWD_SPILL_TILES_TF32_D128_AMPERE
+        return [c for c in FWD_CONFIGS_TF32 if c[1] <= max(d, 32) and c not in measured
+                and not (head_dim > 64 and c[:3] in spills)
+                and forward_shared_memory(c, head_dim, 4, cap >= TMA_MIN_CAPABILITY) <= shared_memory]
     spills = FWD_SPILL_TILES_D128 if cap >= (9, 0) else FWD_SPILL_TILES_D128_AMPERE
+    ampere_d128 = head_dim > 64 and cap < (9, 0)  # the A100's 128 x 64 tile with 8 warps
     return [c for c in FWD_CONFIGS_CUDA
             if c[1] <= max(d, 32)
-            and (c[2] == 4 or c[0] * c[1] >= 128 * 128)
-            and not (head_dim > 64 and c[:3] in spills)
+            and (c[2] == 4 or c[0] * c[1] >= 128 * 128 or (ampere_d128 and c[:2] == (128, 64)))
+            and not (head_dim > 64 and c[:3] in spills) and c not in measured
             and forward_shared_memory(c, head_dim, dtype_bytes, cap >= TMA_MIN_CAPABILITY) <= shared_memory]
 
 
-#: What the forward's autotuner keys on, length *buckets* (powers of two), head dims,
-#: causality, precision, TMA or pointer loads (Triton adds the dtypes itself).
-FWD_AUTOTUNE_KEY = ["LQ_BUCKET", "LK_BUCKET", "HEAD_DK", "HEAD_DV", "CAUSAL", "INPUT_PRECISION",
-                    "USE_TMA"]
+#: What the forward's autotuner keys on, length and batch x heads *buckets* (powers of
+#: two: the best tile for B * H = 8 is not the best for 64, where the grid already fills
+#: the GPU), head dims, causality, precision, TMA or pointer loads (Triton adds the dtypes).
+FWD_AUTOTUNE_KEY = ["LQ_BUCKET", "LK_BUCKET", "BH_BUCKET", "HEAD_DK", "HEAD_DV", "CAUSAL",
+                    "INPUT_PRECISION", "USE_TMA"]
 
 
 def _device_shared_memory() -> Optional[int]:
@@ -626,7 +694,8 @@ def _prune_fwd_configs(configs, named_args, **kwargs):
     head_dim = max(args.get("HEAD_DK", 64), args.get("HEAD_DV", 64))
     q = args.get("Q")
     wanted = set(forward_configs(torch.cuda.get_device_capability(), head_dim, _device_shared_memory(),
-                                 q.element_size() if hasattr(q, "element_size") else 2))
+                                 q.element_size() if hasattr(q, "element_size") else 2,
+                                 args.get("INPUT_PRECISION", "tf32")))
     key = lambda c: (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)  # noqa: E731
     kept = [c for c in configs if key(c) in wanted]
     # nothing left (it should not happen): the two small tiles, which fit anywhere
@@ -634,17 +703,18 @@ def _prune_fwd_configs(configs, named_args, **kwargs):
 
 
 if HAS_TRITON:
+    _attn_fwd_fixed = triton.jit(_attn_fwd_kernel)  # launched with a given configuration
     if _BUILT_INTERPRETED:
-        _attn_fwd = triton.jit(_attn_fwd_kernel)
+        _attn_fwd = _attn_fwd_fixed
     else:
         _attn_fwd = triton.autotune(
             configs=[triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
                      for bm, bn, w, s in FWD_CONFIGS_CUDA + FWD_CONFIGS_PRE_AMPERE],
             key=FWD_AUTOTUNE_KEY,
             prune_configs_by={"early_config_prune": _prune_fwd_configs},
-        )(triton.jit(_attn_fwd_kernel))
+        )(_attn_fwd_fixed)
 else:  # pragma: no cover
-    _attn_fwd = _attn_fwd_kernel
+    _attn_fwd = _attn_fwd_fixed = _attn_fwd_kernel
 
 
 # ----------------------------------------------------------------------------
@@ -750,21 +820,9 @@ def kernel_source(kernel: str, start: Optional[str] = None, stop: Optional[str] 
     with ``stop`` it ends before the next line containing that. Dedented. Chapter 10
     prints the kernels this way, a few lines at a time.
     """
-    import inspect
-    import textwrap
-
-    kernels = {"forward": _attn_fwd_kernel, "forward_inner": _attn_fwd_inner,
-               "backward_preprocess": _attn_bwd_preprocess, "backward_dkdv": _attn_bwd_dkdv,
-               "backward_dq": _attn_bwd_dq}
-    if kernel not in kernels:
-        raise ValueError(f"kernel must be one of {', '.join(map(repr, kernels))}; got {kernel!r}")
-    fn = kernels[kernel]
-    lines = inspect.getsource(getattr(fn, "fn", fn)).splitlines()  # a jitted kernel keeps .fn
-    i = 0 if start is None else next((n for n, line in enumerate(lines) if start in line), None)
-    if i is None:
-        raise ValueError(f"no line of the {kernel} kernel contains {start!r}")
-    j = next((n for n, line in enumerate(lines) if stop and n > i and stop in line), len(lines))
-    return textwrap.dedent("\n".join(lines[i:j]))
+    return kernel_text({"forward": _attn_fwd_kernel, "forward_inner": _attn_fwd_inner,
+                        "backward_preprocess": _attn_bwd_preprocess, "backward_dkdv": _attn_bwd_dkdv,
+                        "backward_dq": _attn_bwd_dq}, kernel, start, stop)
 
 
 # ----------------------------------------------------------------------------
@@ -774,10 +832,87 @@ def _strides(x: Tensor):
     return x.stride(0), x.stride(1), x.stride(2), x.stride(3)
 
 
-def _input_precision(dtype: torch.dtype) -> str:
-    """float32 inputs use exact float32 products ("ieee"), not TF32, so the kernel
-    meets the float32 tolerance rule; half types use the tensor cores anyway."""
-    return "ieee" if dtype == torch.float32 else "tf32"
+def _capability(x: Tensor) -> Optional[Tuple[int, int]]:
+    """The compute capability of ``x``'s GPU; None under the interpreter."""
+    return None if _BUILT_INTERPRETED else tuple(torch.cuda.get_device_capability(x.device))
+
+
+def _precision(x: Tensor, precision: Optional[str]) -> str:
+    """The launch's ``tl.dot`` input precision: ``attn_edu.kernels._targets.input_precision``."""
+    return _targets.input_precision(_checks.dtype_name(x.dtype), _capability(x), precision)
+
+
+_CONFIG_KEYS = ("block_m", "block_n", "num_warps", "num_stages")
+
+
+def _check_config(config) -> Optional[Tuple[int, int, int, int]]:
+    """``config=`` of the public functions as a (BLOCK_M, BLOCK_N, num_warps, num_stages) tuple."""
+    if config is None:
+        return None
+    if isinstance(config, dict):
+        missing = [key for key in _CONFIG_KEYS if key not in config]
+        if missing:
+            raise ValueError(f"config as a dict needs the keys {', '.join(_CONFIG_KEYS)} (what "
+                             f"chosen_forward_config returns); got {sorted(config)}")
+        config = tuple(config[key] for key in _CONFIG_KEYS)
+    if not (isinstance(config, (tuple, list)) and len(config) == 4
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in config)):
+        raise ValueError("config must be (BLOCK_M, BLOCK_N, num_warps, num_stages), four ints, or "
+                         f"the dict chosen_forward_config returns; got {config!r}")
+    bm, bn, warps, stages = config
+    pow2 = lambda x, lo, hi: lo <= x <= hi and x & (x - 1) == 0  # noqa: E731
+    if not (pow2(bm, 16, 256) and pow2(bn, 16, 256) and pow2(warps, 1, 16) and stages >= 1):
+        raise ValueError("config needs BLOCK_M and BLOCK_N powers of two from 16 to 256, num_warps a "
+                         f"power of two from 1 to 16 and num_stages >= 1; got {tuple(config)}")
+    return tuple(config)
+
+
+def _fixed_forward_config(precision: str, config: Optional[Tuple[int, int, int, int]]):
+    """The forward's configuration when it is not autotuned, with how it was chosen, else None:
+    the interpreter's small blocks (or ``config``'s), a caller's ``config``, or exact float32's
+    ``IEEE_FORWARD_CONFIG``."""
+    if _BUILT_INTERPRETED:  # (num_warps and num_stages mean nothing there)
+        return config or (INTERPRET_BLOCK_M, INTERPRET_BLOCK_N, None, None), "interpreter"
+    if config is not None:
+        return config, "config"
+    if precision == "ieee":
+        return IEEE_FORWARD_CONFIG, "ieee"
+    return None
+
+
+#: The autotuner's choices in this process, launch key -> (BLOCK_M, BLOCK_N, warps, stages).
+_TUNED: dict = {}
+
+
+def _launch_key(q: Tensor, k: Tensor, v: Tensor, causal: bool, precision: str, use_tma: bool) -> tuple:
+    """What the forward's autotuner keys on (``FWD_AUTOTUNE_KEY`` and the dtype), plus the device."""
+    B, H, LQ, DK = q.shape
+    return (str(q.device), str(q.dtype), triton.next_power_of_2(LQ), triton.next_power_of_2(k.shape[2]),
+            triton.next_power_of_2(B * H), DK, v.shape[3], causal, precision, use_tma)
+
+
+def chosen_forward_config(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
+                          precision: Optional[str] = None, config=None) -> Optional[dict]:
+    """The configuration the forward launches with for these inputs in this process.
+
+    A dict with ``block_m``, ``block_n``, ``num_warps``, ``num_stages`` (None under the
+    interpreter), ``precision`` (what ``tl.dot`` computes float32 with) and ``how``:
+    ``"interpreter"``, ``"config"`` (the caller's ``config=``), ``"ieee"`` (exact float32's
+    one configuration) or ``"autotuned"`` -- the autotuner's choice for the inputs' key
+    (``FWD_AUTOTUNE_KEY``), known once a call with that key has run: None before. Give it
+    to a later process as ``config=`` to launch the same kernel there (JSON-friendly).
+    """
+    align, _ = check_triton_inputs(q, k, v, causal, None)
+    prec = _precision(q, precision)
+    fixed = _fixed_forward_config(prec, _check_config(config))
+    if fixed is not None:
+        values, how = fixed
+    else:
+        values = _TUNED.get(_launch_key(q, k, v, align is not None, prec, _use_tma(q, k, v, prec)))
+        if values is None:
+            return None
+        how = "autotuned"
+    return {**dict(zip(_CONFIG_KEYS, values)), "precision": prec, "how": how}
 
 
 def _offset(align: Optional[str], lq: int, lk: int) -> int:
@@ -817,16 +952,17 @@ def _ensure_scratch_allocator() -> None:
         triton.set_allocator(_torch_scratch)
 
 
-def _use_tma(q: Tensor, k: Tensor, v: Tensor) -> bool:
+def _use_tma(q: Tensor, k: Tensor, v: Tensor, precision: str = "tf32") -> bool:
     """The launcher's choice: TMA descriptors on a GPU from ``TMA_MIN_CAPABILITY`` when the
-    tensors allow them (:func:`tma_compatible`); never under the interpreter's default."""
-    return (not _BUILT_INTERPRETED and q.is_cuda
+    tensors allow them (:func:`tma_compatible`); never under the interpreter's default, nor
+    for exact float32 (FMA code: with descriptors its small tile spills on sm_90a)."""
+    return (not _BUILT_INTERPRETED and q.is_cuda and precision != "ieee"
             and tuple(torch.cuda.get_device_capability(q.device)) >= TMA_MIN_CAPABILITY
             and tma_compatible(q, k, v))
 
 
 def _forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
-             use_tma: Optional[bool] = None):
+             use_tma: Optional[bool] = None, precision: Optional[str] = None, config=None):
     B, H, LQ, DK = q.shape
     LK, DV = k.shape[2], v.shape[3]
     out = torch.empty((B, H, LQ, DV), dtype=q.dtype, device=q.device)  # (B, H, Lq, Dv)
@@ -839,22 +975,33 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float
         q, scale = -q, -scale  # (-q) k^T * (-scale) is the same product, exactly
     args = (q, k, v, out, lse, *_strides(q), *_strides(k), *_strides(v), *_strides(out),
             H, LQ, LK, scale * LOG2E.value, _offset(align, LQ, LK),
-            triton.next_power_of_2(LQ), triton.next_power_of_2(LK))
-    use_tma = _use_tma(q, k, v) if use_tma is None else use_tma
+            triton.next_power_of_2(LQ), triton.next_power_of_2(LK), triton.next_power_of_2(B * H))
+    prec = _precision(q, precision)
+    use_tma = _use_tma(q, k, v, prec) if use_tma is None else use_tma
     if use_tma and not _BUILT_INTERPRETED:
         _ensure_scratch_allocator()
     meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
-                CAUSAL=align is not None, INPUT_PRECISION=_input_precision(q.dtype), USE_TMA=use_tma)
-    if _BUILT_INTERPRETED:
-        bm, bn = INTERPRET_BLOCK_M, INTERPRET_BLOCK_N
-        grid = (triton.cdiv(LQ, bm), B * H)
-        _attn_fwd[grid](*args, **meta, BLOCK_M=bm, BLOCK_N=bn)
+                CAUSAL=align is not None, INPUT_PRECISION=prec, USE_TMA=use_tma)
+    # one grid axis, B * H * query blocks: CUDA's x axis takes 2**31 - 1 programs (y: 65,535)
+    fixed = _fixed_forward_config(prec, config)
+    if fixed is not None:
+        (bm, bn, warps, stages), _ = fixed
+        extra = {} if _BUILT_INTERPRETED else dict(num_warps=warps, num_stages=stages)
+        _attn_fwd_fixed[launch_grid(B * H, LQ, bm)](*args, **meta, BLOCK_M=bm, BLOCK_N=bn, **extra)
     else:
-        grid = lambda META: (triton.cdiv(LQ, META["BLOCK_M"]), B * H)  # noqa: E731
+        grid = lambda META: launch_grid(B * H, LQ, META["BLOCK_M"])  # noqa: E731
         _attn_fwd[grid](*args, **meta)
+        best = _attn_fwd.best_config
+        _TUNED[_launch_key(q, k, v, align is not None, prec, use_tma)] = (
+            best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"], best.num_warps, best.num_stages)
     return out, lse
 
 
+#: float32 gradients are computed with exact float32 products (FMA code) and
+#: ``IEEE_BACKWARD_CONFIG`` on every GPU, whatever ``precision`` the forward used: the
+#: backward's TF32 tiles spilled registers on sm_80 and sm_90a in the compile report
+#: (144-284 B at 32 x 64), and its kernels are not autotuned.
+BACKWARD_FLOAT32 = "ieee"
 #: The backward's two schedules, chosen with ``triton_attention(..., backward=...)``.
 #: ``"two_kernels"``, a dK/dV kernel and a dQ kernel, each program owning the rows it writes (7 matmuls per
 #: tile pair, deterministic); ``"atomic_dq"``, FlashAttention-2's Algorithm 2: one kernel
@@ -863,7 +1010,8 @@ BACKWARDS = ("two_kernels", "atomic_dq")
 
 
 def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
-              align: Optional[str], scale: float, mode: str = "two_kernels"):
+              align: Optional[str], scale: float, mode: str = "two_kernels",
+              precision: Optional[str] = None):
     B, H, LQ, DK = q.shape
     LK, DV = k.shape[2], v.shape[3]
     dq = torch.zeros((B, H, LQ, DK), dtype=q.dtype, device=q.device)  # contiguous
@@ -873,25 +1021,29 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
         return dq, dk, dv
     bdk, bdv = padded_head_dim(DK), padded_head_dim(DV)
     delta = torch.empty((B, H, LQ), dtype=torch.float32, device=q.device)  # (B, H, Lq)
-    _attn_bwd_preprocess[(triton.cdiv(LQ, 32), B * H)](
+    # every grid is one axis, B * H * blocks, as in the forward: any B * H launches
+    _attn_bwd_preprocess[launch_grid(B * H, LQ, 32)](
         out, do, delta, *_strides(out), *_strides(do), H, LQ,
         HEAD_DV=DV, BLOCK_M=32, BLOCK_DV=bdv)
     common = (*_strides(q), *_strides(k), *_strides(v), *_strides(do),
               H, LQ, LK, scale, _offset(align, LQ, LK))
+    _precision(q, precision)  # (checked; the backward of float32 is exact whatever it says)
+    prec = "ieee" if q.dtype == torch.float32 else "tf32"  # see BACKWARD_FLOAT32
     meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=bdk, BLOCK_DV=bdv, CAUSAL=align is not None,
-                INPUT_PRECISION=_input_precision(q.dtype))
+                INPUT_PRECISION=prec)
     atomic = mode == "atomic_dq"
     # atomic_dq: dQ accumulates in float32 across programs; otherwise the slot is unused
     dq_acc = torch.zeros((B, H, LQ, DK), dtype=torch.float32, device=q.device) if atomic else delta
     if _BUILT_INTERPRETED:
         configs = [(INTERPRET_BLOCK_M, INTERPRET_BLOCK_N, None, None)]
     else:
-        cap = torch.cuda.get_device_capability(q.device)
-        configs = atomic_backward_configs(cap, max(DK, DV)) if atomic else backward_configs(cap)
+        cap = _capability(q)
+        pick = atomic_backward_configs if atomic else backward_configs
+        configs = pick(cap, max(DK, DV), prec)
     for i, (bm, bn, warps, stages) in enumerate(configs):
         extra = {} if warps is None else dict(num_warps=warps, num_stages=stages)
         try:
-            _attn_bwd_dkdv[(triton.cdiv(LK, bn), B * H)](
+            _attn_bwd_dkdv[launch_grid(B * H, LK, bn)](
                 q, k, v, do, dk, dv, dq_acc, lse, delta, *common, **meta, ATOMIC_DQ=atomic,
                 BLOCK_M=bm, BLOCK_N=bn, **extra)
             if atomic:
@@ -899,7 +1051,7 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
                 break
             # the dQ kernel mirrors it: bn query rows per program, bm keys per step (its
             # matmuls then have bn >= 64 rows, what Hopper's wgmma needs)
-            _attn_bwd_dq[(triton.cdiv(LQ, bn), B * H)](
+            _attn_bwd_dq[launch_grid(B * H, LQ, bn)](
                 q, k, v, do, dq, lse, delta, *common, **meta, BLOCK_M=bn, BLOCK_N=bm, **extra)
             break
         except _targets.OutOfResources:  # not enough shared memory on this GPU: smaller blocks
@@ -916,21 +1068,22 @@ class _TritonAttention(torch.autograd.Function):
     backward recomputes the softmax tiles from them."""
 
     @staticmethod
-    def forward(ctx, q, k, v, align, scale, mode):
-        out, lse = _forward(q, k, v, align, scale)
+    def forward(ctx, q, k, v, align, scale, mode, precision, config):
+        out, lse = _forward(q, k, v, align, scale, precision=precision, config=config)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.align, ctx.scale, ctx.mode = align, scale, mode
+        ctx.align, ctx.scale, ctx.mode, ctx.precision = align, scale, mode, precision
         return out
 
     @staticmethod
     def backward(ctx, do):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = _backward(do, q, k, v, out, lse, ctx.align, ctx.scale, ctx.mode)
-        return dq, dk, dv, None, None, None
+        dq, dk, dv = _backward(do, q, k, v, out, lse, ctx.align, ctx.scale, ctx.mode, ctx.precision)
+        return dq, dk, dv, None, None, None, None, None
 
 
 def triton_attention_forward(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
-                             scale: Optional[float] = None) -> Tuple[Tensor, Tensor]:
+                             scale: Optional[float] = None, *, precision: Optional[str] = None,
+                             config=None) -> Tuple[Tensor, Tensor]:
     r"""Fused attention forward: ``softmax(q k^T * scale) v`` and its log-sum-exp.
 
     Args:
@@ -939,6 +1092,19 @@ def triton_attention_forward(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool
         causal: False, True/"top_left" (key j visible to query i when j <= i, like
             PyTorch's ``is_causal``) or "bottom_right" (j <= i + L_k - L_q).
         scale: multiplies the scores; default 1/sqrt(d_k).
+        precision: how float32 inputs are multiplied (ignored for float16 and bfloat16, whose
+            products are exact in float32 anyway): None (default) = ``"tf32"`` on GPUs of
+            compute capability 8.0 and newer (tensor cores, autotuned; the float16
+            tolerance rule applies), ``"ieee"`` before 8.0 (a T4 has no TF32) and in the
+            interpreter; ``"ieee"``: exact float32 products (the float32 tolerance rule),
+            fused multiply-adds with one fixed small configuration, ``IEEE_FORWARD_CONFIG``,
+            never autotuned. The rule and the tolerances:
+            ``attn_edu.kernels._targets.input_precision``.
+        config: launch the forward with this (BLOCK_M, BLOCK_N, num_warps, num_stages),
+            or a dict :func:`chosen_forward_config` returned, instead of autotuning: the
+            way to get the same bits in another process (the interpreter uses only the two
+            block sizes). Default None: autotuned (:func:`forward_configs`), except for
+            exact float32.
 
     Returns:
         ``out`` (B, H, L_q, d_v) in the input dtype and ``lse`` (B, H, L_q) float32,
@@ -950,12 +1116,14 @@ def triton_attention_forward(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool
     matmuls, about half of it when causal.
     """
     align, s = check_triton_inputs(q, k, v, causal, scale)
+    _precision(q, precision)  # a bad value fails here, before any launch
     with torch.no_grad():
-        return _forward(q, k, v, align, s)
+        return _forward(q, k, v, align, s, precision=precision, config=_check_config(config))
 
 
 def triton_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
-                     scale: Optional[float] = None, backward: str = "two_kernels") -> Tensor:
+                     scale: Optional[float] = None, backward: str = "two_kernels", *,
+                     precision: Optional[str] = None, config=None) -> Tensor:
     r"""Fused attention with a backward pass: ``softmax(q k^T * scale) v``.
 
     Same arguments and semantics as :func:`triton_attention_forward`; returns only
@@ -965,11 +1133,25 @@ def triton_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] =
     a dK/dV kernel and a dQ kernel, no atomics, the same bits every run) or
     ``"atomic_dq"`` (one kernel, dQ added with float32 atomics: two matmuls fewer per
     tile pair, a float32 dQ buffer, and dQ's last bits may change from run to run).
+    ``precision`` and ``config`` as in :func:`triton_attention_forward` (the backward's
+    configurations are fixed per GPU, :func:`backward_configs`, never autotuned; float32
+    gradients always use exact products, ``BACKWARD_FLOAT32``).
+
+    What is deterministic, exactly: on one GPU with one Triton version, the forward with a
+    fixed configuration (``config=``, exact float32, or the interpreter) gives the same
+    bits in every run and every process, and so does the ``"two_kernels"`` backward after
+    it (its configuration is fixed; it reads the forward's output and lse). Autotuned, the
+    forward's configuration is chosen by timing, once per key and process: another process
+    may choose another tile and get other last bits (within the tolerance rule), so for
+    bit-reproducible runs pass ``config=chosen_forward_config(...)`` recorded by the first.
+    ``"atomic_dq"``: dK and dV as deterministic as above, dQ not (atomic float32 additions
+    in any order).
     """
     if backward not in BACKWARDS:
         raise ValueError(f"backward must be one of {', '.join(map(repr, BACKWARDS))}; got {backward!r}")
     align, s = check_triton_inputs(q, k, v, causal, scale)
-    return _TritonAttention.apply(q, k, v, align, s, backward)
+    _precision(q, precision)
+    return _TritonAttention.apply(q, k, v, align, s, backward, precision, _check_config(config))
 
 
 # ----------------------------------------------------------------------------
@@ -978,19 +1160,24 @@ def triton_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] =
 def aot_kernels() -> list:
     """This file's kernels as ``AotKernel`` (``attn_edu/kernels/_shared.py``) records: what
     ``python -m attn_edu.kernels.report`` compiles for sm_75 / sm_80 / sm_90a without a GPU
-    (the forward with the autotuner's configurations for the target, both backward
-    kernels with :func:`backward_configs`, and the dK/dV kernel once more with the atomic
+    (the forward with the autotuner's configurations for the target and precision, or
+    exact float32's one, both backward kernels with :func:`backward_configs`, and the dK/dV kernel once more with the atomic
     dQ of ``backward="atomic_dq"``; non-causal, same d for q, k and v; the forward
     with TMA descriptors from ``TMA_MIN_CAPABILITY`` on, as the launcher picks for
     contiguous tensors)."""
-    def meta(d, dtype, config):
+    def meta(d, dtype, config, precision):
         bd = padded_head_dim(d)
         return dict(HEAD_DK=d, HEAD_DV=d, BLOCK_DK=bd, BLOCK_DV=bd, CAUSAL=False,
-                    INPUT_PRECISION="ieee" if dtype == "float32" else "tf32",
-                    BLOCK_M=config[0], BLOCK_N=config[1])
+                    INPUT_PRECISION=precision, BLOCK_M=config[0], BLOCK_N=config[1])
 
-    def dq_configs(capability, d):  # the dQ launch swaps the two blocks (see _backward)
-        return [(bn, bm, w, s) for bm, bn, w, s in backward_configs(capability)]
+    def fwd_configs(capability, d, dtype, precision):
+        return forward_configs(capability, d, dtype_bytes=4 if dtype == "float32" else 2, precision=precision)
+
+    def bwd_configs(pick, capability, d, dtype, precision):  # float32: exact only (BACKWARD_FLOAT32)
+        return [] if dtype == "float32" and precision != BACKWARD_FLOAT32 else pick(capability, d, precision)
+
+    def dq_configs(capability, d, dtype, precision):  # the dQ launch swaps the two blocks (see _backward)
+        return [(bn, bm, w, s) for bm, bn, w, s in bwd_configs(backward_configs, capability, d, dtype, precision)]
 
     raw = lambda f: getattr(f, "fn", f)  # noqa: E731  (the autotuner wraps the jitted kernel)
     qkv = {"Q": "{dtype}", "K": "{dtype}", "V": "{dtype}"}
@@ -999,13 +1186,15 @@ def aot_kernels() -> list:
             "Delta": "fp32"}  # both backward schedules launch the same dK/dV kernel
     return [
         AotKernel("forward", raw(_attn_fwd), {**qkv, "Out": "{dtype}", "Lse": "fp32"}, ("qk_scale",),
-                  meta, forward_configs, unit_strides=units, needs_tma=True,
-                  per_target=lambda cap: {"USE_TMA": tuple(cap) >= TMA_MIN_CAPABILITY}),
+                  meta, fwd_configs, unit_strides=units, needs_tma=True,
+                  per_target=lambda cap, prec: {"USE_TMA": tuple(cap) >= TMA_MIN_CAPABILITY and prec != "ieee"}),
         AotKernel("backward_dkdv", _attn_bwd_dkdv, dkdv, ("sm_scale",), meta,
-                  lambda cap, d: backward_configs(cap), unit_strides=units,
-                  per_target=lambda cap: {"ATOMIC_DQ": False}),
+                  lambda cap, d, dtype, prec: bwd_configs(backward_configs, cap, d, dtype, prec), unit_strides=units,
+                  per_target=lambda cap, prec: {"ATOMIC_DQ": False}),
         AotKernel("backward_atomic_dq", _attn_bwd_dkdv, dkdv, ("sm_scale",), meta,
-                  atomic_backward_configs, unit_strides=units, per_target=lambda cap: {"ATOMIC_DQ": True}),
+                  lambda cap, d, dtype, prec: bwd_configs(atomic_backward_configs, cap, d, dtype, prec),
+                  unit_strides=units,
+                  per_target=lambda cap, prec: {"ATOMIC_DQ": True}),
         AotKernel("backward_dq", _attn_bwd_dq,
                   {**qkv, "DO": "{dtype}", "DQ": "{dtype}", "Lse": "fp32", "Delta": "fp32"},
                   ("sm_scale",), meta, dq_configs, unit_strides=units),

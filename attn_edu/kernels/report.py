@@ -2,22 +2,33 @@
 on a machine without one.
 
 ``python -m attn_edu.kernels.report [--targets sm_75,sm_80,sm_90a] [--d 64,128]
-[--kernels forward,backward_dq] [--json FILE]`` compiles each kernel that a kernel module
+[--kernels forward,backward_dq] [--json FILE] [--jobs N]`` compiles each kernel that a kernel module
 lists in its ``aot_kernels()`` (``AotKernel`` (``attn_edu/kernels/_shared.py``)) with
 Triton's own compiler and its bundled ``ptxas``, for each target, for every configuration
 (BLOCK_M, BLOCK_N, num_warps, num_stages) the kernel can launch with there, at each head
-dimension, in the half dtype the target supports (float16 on sm_75, bfloat16 from sm_80;
-``--dtypes`` for more). One row per compile:
+dimension, in the half dtype the target supports (float16 on sm_75, bfloat16 from sm_80)
+and in float32 with each ``tl.dot`` precision a launch can use there (``"ieee"``, exact,
+everywhere; ``"tf32"`` from sm_80, the default there; ``--dtypes`` to choose). One row
+per compile:
 
 * ``shared`` bytes of shared memory against the target's per-block limit;
 * ``registers`` per thread and ``spill`` bytes (stores + loads, from ``ptxas -v``);
 * ``matrix``: the matrix instructions in the PTX -- ``wgmma`` (Hopper's warpgroup MMA),
   ``mma.sync`` (Ampere's tensor cores) or ``fma`` (none: plain fused multiply-adds, what
-  Triton 3.9 emits for ``tl.dot`` on sm_75) -- and ``tma`` (bulk tensor copies).
+  Triton 3.9 emits for ``tl.dot`` on sm_75) -- and ``tma`` (bulk tensor copies);
+* ``seconds``: CPU seconds of the compile (Triton's passes and ptxas, the cache bypassed),
+  what a reader's first call waits per configuration on an idle core.
 
-It exits with 1 when a configuration does not fit the target's shared memory, when on
-sm_90a a kernel that should use wgmma (or TMA: the forward) does not, or when an sm_90a
-configuration spills registers. Chapter 10 explains what these numbers mean; the tests run a subset.
+It exits with 1 when any row has a *problem*: a configuration that does not fit the
+target's shared memory (unless another of its group does, see ``_fallbacks``), on sm_90a a
+kernel that should use wgmma (or TMA: the forward) and does not, a configuration that
+spills registers on sm_80 or sm_90a, or one that takes more than ``MAX_COMPILE_SECONDS``
+to compile on any target. Spills on sm_75 are a problem only when another configuration
+of the same group (kernel, d, dtype, precision) spills none; when every one spills -- a T4
+has no tensor cores in Triton, its FMA tiles live in registers -- they are a *warning*,
+``T4_SPILL``: reported (``warnings`` of the row, the last column of :func:`format_rows`,
+counted by :func:`summary`), exit code 0. Chapter 10 explains what these numbers mean;
+the tests run a subset.
 
 Needs triton (not a GPU). The kernels must be *compiled* ones: the report refuses to run
 with ``TRITON_INTERPRET=1`` set (run it in a fresh shell).
@@ -40,8 +51,8 @@ from . import _interpret
 from ._shared import AotKernel
 from ._targets import TARGETS
 
-__all__ = ["KERNEL_MODULES", "SPEC_MODULES", "SPEC_KERNELS", "RECORDED", "kernels", "compile_kernel", "run_report",
-           "format_rows", "problems",
+__all__ = ["KERNEL_MODULES", "SPEC_MODULES", "SPEC_KERNELS", "RECORDED", "MAX_COMPILE_SECONDS", "T4_SPILL",
+           "kernels", "variants", "compile_kernel", "run_report", "format_rows", "problems", "summary",
            "recorded_report", "main"]
 
 #: Modules whose ``aot_kernels()`` the report compiles (add new kernel files here).
@@ -55,6 +66,11 @@ SPEC_KERNELS = ("decode_split_kernel", "decode_reduce_kernel")
 #: chapter 10 reads it, so the page builds without compiling anything.
 RECORDED = Path(__file__).resolve().parent.parent / "data" / "kernels" / "compile_report.json"
 _TRITON_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+#: A configuration that takes longer than this (CPU seconds) to compile is a problem (the
+#: autotuner compiles each configuration on a reader's first call).
+MAX_COMPILE_SECONDS = 10.0
+#: The warning class of spills on sm_75 that no configuration of the group avoids.
+T4_SPILL = "T4 spill"
 
 
 def kernels(names: Optional[Iterable[str]] = None) -> List[AotKernel]:
@@ -75,16 +91,25 @@ def kernels(names: Optional[Iterable[str]] = None) -> List[AotKernel]:
     return [k for k in found if k.name in names]
 
 
-def _half_dtypes(target: str) -> List[str]:
-    """The half dtype a target computes in: float16 before sm_80, bfloat16 from sm_80."""
-    return ["bfloat16"] if TARGETS[target].bfloat16 else ["float16"]
+def variants(target: str, dtypes: Optional[Sequence[str]] = None) -> List[tuple]:
+    """The (dtype, precision) pairs compiled for a target: float32 with every precision a
+    launch can use there (``attn_edu.kernels._targets.input_precision``: ``"ieee"``
+    everywhere, ``"tf32"`` from sm_80), then its half dtype (float16 before sm_80, bfloat16
+    from sm_80; precision None, ``tl.dot`` ignores it). ``dtypes`` restricts the dtypes."""
+    from ._targets import TF32_MIN_CAPABILITY
+
+    half = "bfloat16" if TARGETS[target].bfloat16 else "float16"
+    tf32 = divmod(TARGETS[target].capability, 10) >= TF32_MIN_CAPABILITY
+    precisions = ("ieee", "tf32") if tf32 else ("ieee",)
+    return [(dt, p) for dt in (dtypes or ("float32", half))  # the half dtype last: a target's
+            for p in (precisions if dt == "float32" else (None,))]  # last row is its main one
 
 
-def _source(kernel: AotKernel, d: int, dtype: str, config, capability):
+def _source(kernel: AotKernel, d: int, dtype: str, config, capability, precision=None):
     from triton.compiler import ASTSource
 
     fn = kernel.fn
-    consts = kernel.constants(d, dtype, config, capability)
+    consts = kernel.constants(d, dtype, config, capability, precision or "tf32")
     signature, constexprs, attrs = {}, dict(consts), {}
     for i, name in enumerate(fn.arg_names):
         if name in consts:
@@ -132,33 +157,54 @@ def matrix_instructions(ptx: str) -> str:
     return "fma"
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and its finished children (ptxas): a compile's cost,
+    unlike wall time, does not grow when other work shares the machine."""
+    import resource
+
+    return time.process_time() + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime \
+        + resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime
+
+
 def _compile(src, target: str, options: Dict[str, int], row: Dict[str, Any]) -> Dict[str, Any]:
     import triton
     from triton.backends.compiler import GPUTarget
 
     spec = TARGETS[target]
-    t0 = time.perf_counter()
-    compiled = triton.compile(src, target=GPUTarget("cuda", spec.capability, 32), options=options)
+    always = triton.knobs.compilation.always_compile
+    triton.knobs.compilation.always_compile = True  # a cached kernel would take no time
+    try:
+        t0 = _cpu_seconds()
+        compiled = triton.compile(src, target=GPUTarget("cuda", spec.capability, 32), options=options)
+        seconds = _cpu_seconds() - t0
+    finally:
+        triton.knobs.compilation.always_compile = always
     ptx = compiled.asm["ptx"]
     return {**row, "target": target, "num_warps": options["num_warps"],
             "num_stages": options["num_stages"], "shared": int(compiled.metadata.shared),
             "shared_limit": spec.shared_memory, **_ptxas_usage(ptx, target, spec.capability),
             "matrix": matrix_instructions(ptx), "tma": bool(re.search(r"cp\.async\.bulk\.tensor", ptx)),
-            "seconds": round(time.perf_counter() - t0, 2),
-            "asm": {"ttir": compiled.asm["ttir"], "ptx": ptx}}
+            "seconds": round(seconds, 2), "asm": {"ttir": compiled.asm["ttir"], "ptx": ptx}}
 
 
-def compile_kernel(kernel: AotKernel, target: str, config, d: int, dtype: str) -> Dict[str, Any]:
-    """Compile one kernel for one target, configuration, head dim and dtype; return its row
+def compile_kernel(kernel: AotKernel, target: str, config, d: int, dtype: str,
+                   precision: Optional[str] = None) -> Dict[str, Any]:
+    """Compile one kernel for one target, configuration, head dim, dtype and (float32)
+    ``tl.dot`` precision (``"tf32"``/``"ieee"``; None for half dtypes); return its row
     (``shared``, ``shared_limit``, ``registers``, ``spill_bytes``, ``matrix``, ``tma``,
     ``seconds``, and ``ttir``/``ptx`` texts under ``"asm"``)."""
     bm, bn, warps, stages = config
     capability = divmod(TARGETS[target].capability, 10)
-    return _compile(_source(kernel, d, dtype, config, capability), target, dict(num_warps=warps, num_stages=stages),
-                    {"kernel": kernel.name, "d": d, "dtype": dtype, "block_m": bm, "block_n": bn})
+    if dtype == "float32" and precision is None:
+        raise ValueError("float32 needs precision 'tf32' or 'ieee'")
+    return _compile(_source(kernel, d, dtype, config, capability, precision), target,
+                    dict(num_warps=warps, num_stages=stages),
+                    {"kernel": kernel.name, "d": d, "dtype": dtype,
+                     "precision": precision if dtype == "float32" else None, "block_m": bm, "block_n": bn})
 
 
-def _spec_rows(target: str, dtype: str, d: int, names: Optional[List[str]]) -> List[Dict[str, Any]]:
+def _spec_rows(target: str, dtype: str, d: int, names: Optional[List[str]],
+               precision: Optional[str] = None) -> List[Dict[str, Any]]:
     """Rows of the kernels a module lists with ``compile_specs(arch, dtype, head_dim)`` (the
     decode kernel of chapter 13: the configuration its launcher picks for the target)."""
     from triton.compiler import ASTSource
@@ -167,7 +213,7 @@ def _spec_rows(target: str, dtype: str, d: int, names: Optional[List[str]]) -> L
     for mod in SPEC_MODULES:
         module = importlib.import_module(mod)
         prefix = mod.rsplit(".", 1)[1].replace("_triton", "")
-        for spec in module.compile_specs(target, dtype, d):
+        for spec in module.compile_specs(target, dtype, d, precision=precision):
             name = f"{prefix}{spec['name'].split('[')[0]}"  # e.g. decode_split_kernel
             if names is not None and name not in names:
                 continue
@@ -175,28 +221,52 @@ def _spec_rows(target: str, dtype: str, d: int, names: Optional[List[str]]) -> L
                             attrs=spec["attrs"])
             consts = spec["constexprs"]
             row = _compile(src, target, spec["options"], {
-                "kernel": name, "d": d, "dtype": dtype, "block_m": consts.get("BLOCK_M", consts.get("BLOCK_S", 0)),
-                "block_n": consts.get("BLOCK_N", 0)})
+                "kernel": name, "d": d, "dtype": dtype, "precision": precision,
+                "block_m": consts.get("BLOCK_M", consts.get("BLOCK_S", 0)), "block_n": consts.get("BLOCK_N", 0)})
             row.pop("asm")
             row["problems"] = problems(row, needs_wgmma=False)  # L_q = 1: too few rows for wgmma
+            _judge_spills([row])
             rows.append(row)
     return rows
 
 
 def problems(row: Dict[str, Any], needs_wgmma: bool = True, needs_tma: bool = False) -> List[str]:
-    """What is wrong with one row: shared memory over the limit; on sm_90a no wgmma or no
-    TMA (for a kernel that needs them) or spilled registers."""
+    """What is wrong with one row: shared memory over the limit; on sm_90a no wgmma (for a
+    kernel that needs it, not in exact float32) or no TMA (for one that needs it); spilled
+    registers on sm_80 or sm_90a (sm_75: see ``_judge_spills``); a compile of more than
+    ``MAX_COMPILE_SECONDS``."""
     out = []
     if row["shared"] > row["shared_limit"]:
         out.append(f"shared memory {row['shared']} B > limit {row['shared_limit']} B")
     if row["target"] == "sm_90a":
-        if needs_wgmma and row["matrix"] != "wgmma":
+        if needs_wgmma and row.get("precision") != "ieee" and row["matrix"] != "wgmma":
             out.append(f"no wgmma on sm_90a ({row['matrix']})")
-        if needs_tma and not row.get("tma"):
+        if needs_tma and row.get("precision") != "ieee" and not row.get("tma"):
             out.append("no TMA on sm_90a")
-        if row["spill_bytes"] > 0:
-            out.append(f"spills {row['spill_bytes']} B of registers")
+    if row["target"] != "sm_75" and row["spill_bytes"] > 0:
+        out.append(f"spills {row['spill_bytes']} B of registers")
+    if row.get("seconds", 0) > MAX_COMPILE_SECONDS:
+        out.append(f"compiles in {row['seconds']:.0f} s > {MAX_COMPILE_SECONDS:.0f} s")
     return out
+
+
+def _judge_spills(group: List[Dict[str, Any]]) -> None:
+    """sm_75 spills of one group (kernel, target, d, dtype, precision): a ``T4_SPILL``
+    warning when every configuration of the group spills (a T4 cannot avoid it), else a
+    problem (the spilling configurations should leave the launcher's list)."""
+    spilled = [r for r in group if r["target"] == "sm_75" and r["spill_bytes"] > 0]
+    for row in group:
+        row.setdefault("warnings", [])
+    if not spilled:
+        return
+    if len(spilled) == len(group):
+        for row in spilled:
+            row["warnings"].append(f"{T4_SPILL}: {row['spill_bytes']} B; every configuration of "
+                                   "the group spills on sm_75 (FMA tiles live in registers)")
+    else:
+        for row in spilled:
+            row["problems"].append(f"spills {row['spill_bytes']} B on sm_75 where another "
+                                   "configuration of the group spills none")
 
 
 def _fallbacks(group: List[Dict[str, Any]]) -> None:
@@ -208,25 +278,54 @@ def _fallbacks(group: List[Dict[str, Any]]) -> None:
         for row, ok in zip(group, fits):
             if not ok:
                 row["problems"] = [p for p in row["problems"] if not p.startswith("shared memory")]
-                row["note"] = "does not fit: skipped at launch (another configuration fits)"
+                row["note"] = "no fit: skipped"  # at launch: another configuration fits
 
 
-_HEAD = (f"{'kernel':22s} {'target':6s} {'d':>3s} {'dtype':8s} {'BM':>4s} {'BN':>4s} {'w':>2s} "
-         f"{'s':>2s} {'shared/limit KiB':>16s} {'regs':>4s} {'spill':>5s} {'matrix':8s} {'tma':3s}  problems")
+_HEAD = (f"{'kernel':22s} {'target':6s} {'d':>3s} {'dtype':9s} {'BM':>3s} {'BN':>3s} {'w':>2s} "
+         f"{'s':>2s} {'shared KiB':>11s} {'regs':>4s} {'spill':>6s} {'matrix':8s} {'tma':3s} {'secs':>5s}  status")
+_DTYPE_LABELS = {"float16": "fp16", "bfloat16": "bf16"}
+
+
+def _dtype_label(row: Dict[str, Any]) -> str:
+    """``fp16``, ``bf16``, or float32 with its precision: ``fp32/tf32``, ``fp32/ieee``."""
+    if row["dtype"] == "float32":
+        return f"fp32/{row.get('precision') or 'ieee'}"
+    return _DTYPE_LABELS.get(row["dtype"], row["dtype"])
+
+
+def _status(row: Dict[str, Any]) -> str:
+    if row["problems"]:
+        return "; ".join(row["problems"])
+    if row.get("warnings"):
+        return T4_SPILL if all(w.startswith(T4_SPILL) for w in row["warnings"]) else "; ".join(row["warnings"])
+    return row.get("note", "ok")
 
 
 def _line(row: Dict[str, Any]) -> str:
-    return (f"{row['kernel']:22s} {row['target']:6s} {row['d']:3d} {row['dtype']:8s} {row['block_m']:4d} "
-            f"{row['block_n']:4d} {row['num_warps']:2d} {row['num_stages']:2d} "
-            f"{row['shared'] / 1024:7.1f}/{row['shared_limit'] / 1024:<8.0f} "
-            f"{row['registers']:4d} {row['spill_bytes']:5d} {row['matrix']:8s} "
-            f"{'yes' if row['tma'] else 'no':3s}  {'; '.join(row['problems']) or row.get('note', 'ok')}")
+    secs = row.get("seconds")
+    return (f"{row['kernel']:22s} {row['target']:6s} {row['d']:3d} {_dtype_label(row):9s} {row['block_m']:3d} "
+            f"{row['block_n']:3d} {row['num_warps']:2d} {row['num_stages']:2d} "
+            f"{row['shared'] / 1024:6.1f}/{row['shared_limit'] / 1024:<4.0f} "
+            f"{row['registers']:4d} {row['spill_bytes']:6d} {row['matrix']:8s} "
+            f"{'yes' if row['tma'] else 'no':3s} {'' if secs is None else format(secs, '5.1f'):>5s}  {_status(row)}")
+
+
+def summary(rows: Iterable[Dict[str, Any]]) -> str:
+    """One line: compiles, rows with problems, rows with warnings (``T4_SPILL``), CPU seconds."""
+    rows = list(rows)
+    bad = sum(bool(r["problems"]) for r in rows)
+    warned = sum(bool(r.get("warnings")) for r in rows)
+    secs = sum(r.get("seconds") or 0 for r in rows)
+    return (f"{len(rows)} compiles, {bad} with problems, {warned} with warnings ({T4_SPILL}), "
+            f"{secs:.0f} CPU seconds of compiling")
 
 
 def format_rows(rows: Iterable[Dict[str, Any]]) -> str:
     """The report's table (a header and one line per row), as ``run_report`` prints it:
-    kernel, target, d, dtype, BLOCK_M, BLOCK_N, warps, stages, shared memory / the target's
-    limit (KiB), registers per thread, spilled bytes, matrix instructions, TMA, problems.
+    kernel, target, d, dtype (float32 with its ``tl.dot`` precision, ``fp32/tf32`` or
+    ``fp32/ieee``), BLOCK_M, BLOCK_N, warps, stages, shared memory / the target's limit
+    (KiB), registers per thread, spilled bytes, matrix instructions, TMA, compile CPU
+    seconds, and the status: ``ok``, the problems, or the warning class (``T4 spill``).
     When every row is of one kernel, its name heads the table instead of filling a column."""
     rows = list(rows)
     names = {r["kernel"] for r in rows}
@@ -240,44 +339,64 @@ def _print_row(row: Dict[str, Any], stream) -> None:
     print(_line(row), file=stream, flush=True)
 
 
+def _task(task: tuple) -> List[Dict[str, Any]]:
+    """One unit of the report's work (a compile of one of our kernels, or a spec module's
+    kernels for one target, dtype and d), as rows without assembly; runs in a worker too."""
+    if task[0] == "spec":
+        return _spec_rows(*task[1:])
+    _, name, target, config, d, dtype, precision = task
+    kernel = kernels([name])[0]
+    row = compile_kernel(kernel, target, config, d, dtype, precision)
+    row.pop("asm")
+    row["problems"] = problems(row, kernel.needs_wgmma, kernel.needs_tma)
+    return [row]
+
+
 def run_report(targets: Sequence[str] = ("sm_75", "sm_80", "sm_90a"), ds: Sequence[int] = (64, 128),
                kernel_names: Optional[Iterable[str]] = None, dtypes: Optional[Sequence[str]] = None,
-               configs: Optional[int] = None, stream=sys.stdout) -> List[Dict[str, Any]]:
-    """Compile every (kernel, target, config, d, dtype); print a table; return the rows
-    (without their assembly), each with its ``problems``. ``configs=N`` compiles only the
-    first N configurations of each kernel (for quick checks)."""
+               configs: Optional[int] = None, stream=sys.stdout, jobs: int = 1) -> List[Dict[str, Any]]:
+    """Compile every (kernel, target, config, d, dtype, precision); print a table; return
+    the rows (without their assembly), each with its ``problems`` and ``warnings``.
+    ``configs=N`` compiles only the first N configurations of each kernel (for quick
+    checks); ``jobs=N`` compiles in N worker processes (each compile is timed in its own)."""
     for t in targets:
         if t not in TARGETS:
             raise ValueError(f"unknown target {t!r}; known: {', '.join(TARGETS)}")
-    rows = []
     print(_HEAD, file=stream)
     names = list(kernel_names) if kernel_names is not None else None
     own = kernels([n for n in names if n not in SPEC_KERNELS] if names is not None else None)
-    spec_groups = []
-    if names is None or set(names) & set(SPEC_KERNELS):
-        for target in targets:
-            for dtype in (dtypes or _half_dtypes(target)):
-                for d in ds:
-                    spec_groups.append(_spec_rows(target, dtype, d, names))
+    groups = []  # lists of tasks whose rows are judged together (_fallbacks, _judge_spills)
     for kernel in own:
         for target in targets:
-            for dtype in (dtypes or _half_dtypes(target)):
+            for dtype, precision in variants(target, dtypes):
                 for d in ds:
-                    cfgs = kernel.configs(divmod(TARGETS[target].capability, 10), d)
-                    group = []
-                    for config in cfgs[:configs] if configs else cfgs:
-                        row = compile_kernel(kernel, target, config, d, dtype)
-                        row.pop("asm")
-                        row["problems"] = problems(row, kernel.needs_wgmma, kernel.needs_tma)
-                        group.append(row)
-                    _fallbacks(group)
-                    rows += group
-                    for row in group:
-                        _print_row(row, stream)
-    for group in spec_groups:
-        rows += group
-        for row in group:
-            _print_row(row, stream)
+                    cfgs = kernel.configs(divmod(TARGETS[target].capability, 10), d, dtype, precision or "tf32")
+                    groups.append([("own", kernel.name, target, config, d, dtype, precision)
+                                   for config in (cfgs[:configs] if configs else cfgs)])
+    if names is None or set(names) & set(SPEC_KERNELS):
+        groups += [[("spec", target, dtype, d, names, precision)] for target in targets
+                   for dtype, precision in variants(target, dtypes) for d in ds]
+    tasks = [t for g in groups for t in g]
+    if jobs > 1:
+        import concurrent.futures
+
+        pool = concurrent.futures.ProcessPoolExecutor(jobs)
+        results = pool.map(_task, tasks)
+    else:
+        pool, results = None, map(_task, tasks)
+    rows = []
+    try:
+        for g in groups:
+            group = [row for _ in g for row in next(results)]
+            if g and g[0][0] == "own":
+                _fallbacks(group)
+                _judge_spills(group)
+            rows += group
+            for row in group:
+                _print_row(row, stream)
+    finally:
+        if pool is not None:
+            pool.shutdown()
     return rows
 
 
@@ -296,24 +415,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--targets", default="sm_75,sm_80,sm_90a")
     p.add_argument("--d", default="64,128", help="head dimensions")
     p.add_argument("--kernels", default=None, help="kernel names (default: all)")
-    p.add_argument("--dtypes", default=None, help="default: the target's half dtype")
+    p.add_argument("--dtypes", default=None, help="default: the target's half dtype and float32")
     p.add_argument("--configs", type=int, default=None, help="only the first N configurations")
     p.add_argument("--json", default=None, help="write the rows here")
+    p.add_argument("--jobs", type=int, default=1, help="compile in this many processes")
     args = p.parse_args(argv)
     split = lambda s: [x for x in s.replace(" ", ",").split(",") if x]  # noqa: E731
     rows = run_report(split(args.targets), [int(x) for x in split(args.d)],
                       split(args.kernels) if args.kernels else None,
-                      split(args.dtypes) if args.dtypes else None, args.configs)
+                      split(args.dtypes) if args.dtypes else None, args.configs, jobs=args.jobs)
     bad = [r for r in rows if r["problems"]]
-    print(f"{len(rows)} compiles, {len(bad)} with problems")
+    print(summary(rows))
     if args.json:
         with open(args.json, "w") as f:
             import triton
 
             json.dump({"schema": "attn_edu.kernels.report/1", "triton": triton.__version__,
                        "command": "python -m attn_edu.kernels.report " + " ".join(argv or sys.argv[1:]),
-                       "rows": [{k: v for k, v in r.items() if k != "seconds"} for r in rows]},
-                      f, indent=1)
+                       "summary": summary(rows),
+                       "rows": rows}, f, indent=1)
     return 1 if bad else 0
 
 
