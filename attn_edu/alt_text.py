@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, List
 
-__all__ = ["figure_alt_text", "plotly_alt_text", "register_alt_text", "ALT_KEY"]
+__all__ = ["figure_alt_text", "plotly_alt_text", "register_alt_text", "plain_text", "ALT_KEY"]
 
 #: key, under the output's ``image/png`` metadata, of the alternative text
 ALT_KEY = "alt"
@@ -25,12 +25,27 @@ ALT_KEY = "alt"
 MAX_CHARS = 600
 
 
-def _clean(text: Any) -> str:
-    """One line of plain text: TeX dollars and braces removed, spaces collapsed."""
-    s = str(text or "")
-    for a, b in (("$", ""), ("\\", ""), ("{", ""), ("}", ""), ("<br>", " "), ("<b>", ""),
-                 ("</b>", ""), ("<i>", ""), ("</i>", "")):
-        s = s.replace(a, b)
+#: TeX commands read as the symbol they print; other commands lose their backslash, and
+#: font commands (\\mathrm{x} ...) leave their argument
+_TEX_WORDS = {"sqrt": "√", "top": "ᵀ", "cdot": "·", "times": "×", "le": "≤", "leq": "≤",
+              "ge": "≥", "geq": "≥", "ne": "≠", "neq": "≠", "approx": "≈", "infty": "∞",
+              "to": "→", "rightarrow": "→", "sum": "Σ", "ell": "ℓ", "alpha": "α", "beta": "β",
+              "gamma": "γ", "lambda": "λ", "mu": "μ", "sigma": "σ", "tau": "τ", "theta": "θ",
+              "epsilon": "ε", "varepsilon": "ε", "phi": "φ", "pi": "π", "Delta": "Δ", "log": "log",
+              "exp": "exp", "max": "max", "min": "min", "ldots": "…", "dots": "…", "quad": " ",
+              "mathrm": "", "mathbf": "", "mathit": "", "text": "", "operatorname": "",
+              "boldsymbol": "", "left": "", "right": "", ",": " ", ";": " ", "!": ""}
+
+
+def plain_text(text: Any) -> str:
+    """One line of plain text: TeX read as symbols (``\\sqrt{d_k}`` is ``√d_k``), HTML tags
+    and braces removed. What a figure's labels say, for a text alternative."""
+    import re  # noqa: PLC0415
+
+    s = str(text or "").replace("$", "").replace("<br>", " ")
+    s = re.sub(r"</?[a-z]+>", "", s)
+    s = re.sub(r"\\([A-Za-z]+|[,;!])", lambda m: _TEX_WORDS.get(m.group(1), m.group(1)), s)
+    s = s.replace("{", "").replace("}", "").replace("\\", "")
     return " ".join(s.split())
 
 
@@ -58,7 +73,7 @@ def _marks(ax: Any) -> List[str]:
         marks.append("line" if len(lines) == 1 else f"{len(lines)} lines")
     if ax.collections and not ax.images:
         marks.append("points or areas")
-    names = [_clean(h.get_label()) for h in (ax.get_legend_handles_labels()[0] or [])]
+    names = [plain_text(h.get_label()) for h in (ax.get_legend_handles_labels()[0] or [])]
     names = [n for n in names if n and not n.startswith("_")]
     if names:
         marks.append("legend: " + ", ".join(names[:8]))
@@ -77,19 +92,19 @@ def figure_alt_text(fig: Any) -> str:
     axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_label() != "<colorbar>"
             and (ax.axison or ax.images or ax.has_data())]
     n_colorbars = sum(1 for ax in fig.axes if ax.get_label() == "<colorbar>")
-    suptitle = _clean(fig._suptitle.get_text()) if getattr(fig, "_suptitle", None) else ""
+    suptitle = plain_text(fig._suptitle.get_text()) if getattr(fig, "_suptitle", None) else ""
     head = "Figure" + (f": {suptitle}." if suptitle else ".")
     if len(axes) > 1:
         head += f" {len(axes)} panels."
     parts = [head]
     for i, ax in enumerate(axes, 1):
-        title = _clean(" ".join(t for t in (ax.get_title("left"), ax.get_title(),
+        title = plain_text(" ".join(t for t in (ax.get_title("left"), ax.get_title(),
                                             ax.get_title("right")) if t))
         marks = _marks(ax)
         label = f"Panel {i}" if len(axes) > 1 else "It shows"
         desc = f"{title}, " if title else ""
         desc += ", ".join(marks) if marks else "a plot"
-        parts.append(f"{label}: {desc}{_axis_phrase(_clean(ax.get_xlabel()), _clean(ax.get_ylabel()))}.")
+        parts.append(f"{label}: {desc}{_axis_phrase(plain_text(ax.get_xlabel()), plain_text(ax.get_ylabel()))}.")
     if n_colorbars:
         parts.append("With a colour scale." if n_colorbars == 1 else f"With {n_colorbars} colour scales.")
     return _join(parts)
@@ -98,8 +113,8 @@ def figure_alt_text(fig: Any) -> str:
 # --------------------------------------------------------------------------- plotly
 def _title(obj: Any) -> str:
     if isinstance(obj, dict):
-        return _clean(obj.get("text", ""))
-    return _clean(obj)
+        return plain_text(obj.get("text", ""))
+    return plain_text(obj)
 
 
 def plotly_alt_text(fig: Any) -> str:
@@ -122,7 +137,7 @@ def plotly_alt_text(fig: Any) -> str:
         kind = {"scatter": "line or point series"}.get(trace.get("type", "scatter"),
                                                        trace.get("type", "scatter"))
         kinds[kind] = kinds.get(kind, 0) + 1
-        name = _clean(trace.get("name", ""))
+        name = plain_text(trace.get("name", ""))
         if name and name not in names:
             names.append(name)
     if kinds:
@@ -139,8 +154,8 @@ def plotly_alt_text(fig: Any) -> str:
         parts.append("Axes" + _axis_phrase(x, y) + ".")
     for slider in layout.get("sliders") or []:
         steps = slider.get("steps") or []
-        prefix = _clean((slider.get("currentvalue") or {}).get("prefix", "")).rstrip(" :=")
-        labels = [_clean(s.get("label", "")) for s in steps]
+        prefix = plain_text((slider.get("currentvalue") or {}).get("prefix", "")).rstrip(" :=")
+        labels = [plain_text(s.get("label", "")) for s in steps]
         what = f" over {prefix}" if prefix else ""
         span = f" from {labels[0]} to {labels[-1]}" if labels and labels[0] else ""
         parts.append(f"A slider steps{what} through {len(steps)} settings{span}.")
