@@ -3,7 +3,7 @@
  * The book build (book/_ext/attn_edu_book.py) turns each figure's inline script into
  * <script type="text/x-attn-edu-plotly" data-div="ID">, which the browser does not run,
  * and loads this file (deferred) on pages that have figures. Here, when a figure comes
- * within a screen or so of the viewport, plotly.js is loaded (once, from the URL in this
+ * within about a third of a screen of the viewport, plotly.js is loaded (once, from the URL in this
  * script's data-plotly attribute, relative to this script) and the figure's script is run. Nothing blocks the
  * text, and a page read only at its top never downloads plotly.js.
  *
@@ -143,7 +143,7 @@
       observer.unobserve(entry.target);
       draw(entry.target._attnScript);
     });
-  }, {rootMargin: "1000px 0px"});
+  }, {rootMargin: "300px 0px"});  // a third of a phone screen ahead: not drawn before it nears
   scripts.forEach(function (script) {
     var div = document.getElementById(script.getAttribute("data-div"));
     if (!div) return;
