@@ -22,6 +22,7 @@ The layout, one module per concern::
     profiling, bench     measuring: memory, time, FLOPs; sweeps, goals, the block-sparse benchmark
     testing              the tolerance rule every implementation is held to
     viz, widgets, notebook   figures, live explorers, the chapters' first cell
+    alt_text             text alternatives of figures (what a screen reader says for a plot)
 
 Conventions (one home per concept):
 

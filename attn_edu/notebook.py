@@ -50,6 +50,8 @@ import sys
 import uuid
 from typing import Any
 
+from .alt_text import register_alt_text
+
 __all__ = ["setup_notebook", "BOOK_RENDERER", "in_colab", "pick_device", "plotly_js_loader"]
 
 #: name under which the book renderer is registered in ``plotly.io.renderers``
@@ -274,4 +276,5 @@ def setup_notebook(plotly: bool = True) -> str:
         else:
             _show_plotly_js_loader()
     _matplotlib_defaults()
+    register_alt_text()  # matplotlib figures carry their alt text (the book's <img alt>)
     return pick_device()

@@ -4,7 +4,9 @@ The static book page cannot run Python, so every explorer in the book comes twic
 a plotly slider figure with precomputed frames (:func:`attn_edu.viz.sweep_figure`),
 which works online with no kernel, and a live version built here, which recomputes
 with :mod:`attn_edu` on every change in Jupyter or Colab. On the static page a live
-explorer shows only the state it was saved with.
+explorer shows, instead of controls that could do nothing there, the figure it was saved
+with and a note that it recomputes in Jupyter or Colab: its display bundle carries that as
+``text/html`` next to the widget view, and the book build prefers it.
 
 What every live explorer does, so no chapter has to:
 
@@ -43,6 +45,7 @@ ipywidgets, IPython and matplotlib are imported inside the functions, so
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import io
 import itertools
@@ -71,11 +74,15 @@ def _is_matplotlib_figure(obj: Any) -> bool:
 
 
 def _figure_output(fig: Any) -> Dict[str, Any]:
-    """A display_data output of a matplotlib figure as PNG (what the inline backend shows)."""
+    """A display_data output of a matplotlib figure as PNG (what the inline backend shows),
+    with its alternative text in the metadata (:mod:`attn_edu.alt_text`)."""
+    from .alt_text import ALT_KEY, figure_alt_text
+
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight", dpi=fig.dpi,
                 facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())
-    return {"output_type": "display_data", "metadata": {},
+    return {"output_type": "display_data",
+            "metadata": {"image/png": {ALT_KEY: figure_alt_text(fig)}},
             "data": {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
                      "text/plain": repr(fig)}}
 
@@ -120,6 +127,65 @@ def _outputs_of(result: Any) -> tuple:
     formatter = getattr(get_ipython(), "display_formatter", None) or DisplayFormatter()
     data, metadata = formatter.format(result)
     return ({"output_type": "display_data", "data": data, "metadata": metadata},)
+
+
+#: CSS class of the static stand-in of an explorer, and of its note; the book build fills
+#: the element of class COLAB_SLOT_CLASS with the chapter's Colab link
+STATIC_CLASS, NOTE_CLASS, COLAB_SLOT_CLASS = ("attn-edu-explorer-static", "attn-edu-live-note",
+                                              "attn-edu-colab-slot")
+
+
+def _value_text(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _static_html(state: "_Explorer") -> str:
+    """What a page without a kernel shows for an explorer: its current figure and a note.
+
+    The explorer's ``text/html`` representation. Jupyter and Colab draw the widget
+    instead; the static book prefers this (no controls that cannot do anything there).
+    """
+    import html
+
+    figures = []
+    for out in state.output.outputs:
+        data = out.get("data") or {}
+        if "text/html" in data:  # plotly figures: their book renderer's div and script
+            figures.append(data["text/html"])
+        elif "image/png" in data:
+            alt = ((out.get("metadata") or {}).get("image/png") or {}).get("alt") or "Figure"
+            figures.append(f'<img src="data:image/png;base64,{data["image/png"]}" '
+                           f'alt="{html.escape(alt)}" style="max-width:100%">')
+        elif out.get("output_type") == "error":
+            figures.append(f"<pre>{html.escape(chr(10).join(out.get('traceback', [])))}</pre>")
+        elif "text/plain" in data:
+            figures.append(f"<pre>{html.escape(str(data['text/plain']))}</pre>")
+    shown = ", ".join(f"{html.escape(str(getattr(c, 'description', '') or name))} = "
+                      f"{html.escape(_value_text(c.value))}" for name, c in state.controls.items())
+    note = (f'<p class="{NOTE_CLASS}"><strong>Live explorer.</strong> In Jupyter or Colab this '
+            f"figure recomputes as you move its controls; here it is shown for {shown}. "
+            f'<span class="{COLAB_SLOT_CLASS}"></span></p>')
+    return f'<div class="{STATIC_CLASS}">{note}{"".join(figures)}</div>'
+
+
+@functools.lru_cache(maxsize=None)
+def _explorer_box_class() -> type:
+    """An ipywidgets VBox whose display bundle also carries the ``text/html`` stand-in.
+
+    (ipywidgets 7, Colab's, displays through ``_ipython_display_`` and never calls this:
+    Colab always gets the widget alone.)
+    """
+    import ipywidgets as widgets
+
+    class ExplorerBox(widgets.VBox):
+        def _repr_mimebundle_(self, **kwargs):
+            bundle = super()._repr_mimebundle_(**kwargs)
+            state = getattr(self, "_attn_edu_explorer", None)
+            if isinstance(bundle, dict) and state is not None:
+                bundle["text/html"] = _static_html(state)
+            return bundle
+
+    return ExplorerBox
 
 
 def _error_outputs(exc: BaseException) -> tuple:
@@ -301,7 +367,7 @@ def live_explorer(compute: Callable[..., object], *, columns: int = 2,
     rows = [widgets.HBox(boxes[i:i + columns]) for i in range(0, len(boxes), columns)]
     status = widgets.HTML(value="")
     output = widgets.Output()
-    box = widgets.VBox([*rows, status, output])
+    box = _explorer_box_class()([*rows, status, output])  # + a static text/html stand-in
     box.add_class(EXPLORER_CLASS)
     state = _Explorer(compute, dict(controls), active_when, box, output, status)
     box._attn_edu_explorer = state  # for check_controls_matter and explorers()

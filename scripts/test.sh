@@ -3,7 +3,7 @@
 #   bash scripts/test.sh            # everything (about 15 minutes on 2 cores once .venv exists)
 #   bash scripts/test.sh -m "not slow and not notebooks and not browser"   # the fast loop
 # Installs what is missing first: .venv (requirements.txt + attn_edu) and, for the browser
-# test, Debian's chromium (with apt-get when run as root). The browser test builds the book
+# test, Debian's chromium (with apt-get when run as root) and the pinned axe-core (npm). The browser test builds the book
 # itself and opens every page in headless Chromium with the network cut off; the live-
 # explorer test drives a representative set of chapters in JupyterLab (all of them with
 # ATTN_EDU_LIVE_CHAPTERS=all).
@@ -18,6 +18,25 @@ if ! command -v chromium >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null
   else
     echo "[test] chromium is missing: run 'sudo apt-get install -y chromium' (the browser test will fail)" >&2
+  fi
+fi
+
+# axe-core for the browser test's accessibility check: pinned, from npm, into .web-tools/
+# (git-ignored). Node.js and npm come with the machine (Debian: apt-get install nodejs npm).
+AXE_CORE_VERSION=4.10.3
+if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "[test] installing Debian's nodejs and npm (axe-core for the browser test)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+axe_pkg=.web-tools/axe/node_modules/axe-core/package.json
+if ! grep -q "\"version\": \"$AXE_CORE_VERSION\"" "$axe_pkg" 2>/dev/null; then
+  if command -v npm >/dev/null 2>&1; then
+    echo "[test] npm install axe-core@$AXE_CORE_VERSION into .web-tools/axe (browser test)"
+    npm install --prefix .web-tools/axe --no-audit --no-fund --loglevel=error --no-save \
+      "axe-core@$AXE_CORE_VERSION" >/dev/null
+  else
+    echo "[test] npm is missing: install Node.js and npm (the browser test needs axe-core)" >&2
   fi
 fi
 

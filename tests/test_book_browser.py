@@ -6,14 +6,22 @@ For every page of the book (every file in ``_toc.yml`` plus ``search.html`` and
 * no JavaScript exception is thrown and nothing is logged to the console as an error;
 * no request fails and no response has a status >= 400;
 * **no request leaves 127.0.0.1** (all other hosts are aborted and reported);
-* MathJax (served from the build) typeset every ``.math`` element, and no raw
+* every ``.math`` element is typeset: by KaTeX during the build (``.katex`` inside), or
+  else by MathJax (served from the build, loaded only on pages that still need it); no raw
   ``$$``, ``\\(`` or ``\\[`` is left in the visible text;
-* every plotly figure is drawn (``.plotly-graph-div`` holds a ``.main-svg``) and its
-  sliders respond to a click (no kernel needed);
-* every embedded ipywidgets view is drawn (sliders visible where the saved widget
-  state has sliders);
+* plotly.js is not requested while no figure is near the viewport, and never by a page
+  without plotly figures; once drawn (``attnEduFigures.drawAll()``), every plotly figure
+  has an SVG, uses only trace types that the page's plotly.js bundle registers, has a
+  text alternative, and its sliders respond to a click and to the keyboard (no kernel);
+* no ipywidgets control, widget state or widget manager is on any page; a live
+  explorer's static stand-in links to the chapter in Colab;
+* every ``<img>`` has a non-empty ``alt``;
+* axe-core (WCAG 2 A/AA rules) finds no violation of impact serious or critical;
 * dropdown solutions are hidden behind a working toggle button;
 * chapter pages carry the Colab launch link for their notebook and the repository link.
+
+Static checks of the built HTML: no render-blocking script over 50 KB in any page's
+``<head>``; no CDN URL; plotly.js is not inlined.
 
 A full-page screenshot of every page is written to ``_build/screenshots/``.
 
@@ -24,7 +32,9 @@ Environment variables:
 * ``ATTN_EDU_BOOK_ROOT``: the book's source root (default: the repository root);
 * ``ATTN_EDU_CHROMIUM``: the Chromium binary (default ``/usr/bin/chromium``);
 * ``ATTN_EDU_SKIP_BROWSER=1``: skip instead of failing when Chromium or Playwright is
-  missing.
+  missing;
+* ``ATTN_EDU_AXE``: axe-core's ``axe.min.js`` (default: where ``scripts/test.sh`` installs
+  the pinned axe-core, ``.web-tools/axe/node_modules/axe-core/axe.min.js``).
 """
 
 from __future__ import annotations
@@ -52,6 +62,10 @@ ROOT = Path(os.environ.get("ATTN_EDU_BOOK_ROOT", REPO)).resolve()
 HTML = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "screenshots"
 TIMEOUT_MS = 60_000
+AXE_JS = Path(os.environ.get("ATTN_EDU_AXE",
+                             REPO / ".web-tools" / "axe" / "node_modules" / "axe-core" / "axe.min.js"))
+#: a script in <head> without defer/async may weigh at most this (it blocks the first paint)
+MAX_BLOCKING_HEAD_SCRIPT = 50 * 1024
 
 
 # --------------------------------------------------------------------------- the toc
@@ -140,24 +154,20 @@ def server(built_book: Path):
 # --------------------------------------------------------------------------- page checks
 _WAIT_RENDERED_JS = """
 () => {
-  const math = document.querySelectorAll('.math');
+  const math = Array.from(document.querySelectorAll('.math')).filter(m => !m.querySelector('.katex'));
   if (math.length) {
     if (!(window.MathJax && window.MathJax.startup && window.MathJax.startup.promise)) return false;
     for (const m of math) if (!m.querySelector('mjx-container')) return false;
   }
   for (const d of document.querySelectorAll('.plotly-graph-div'))
     if (!d.querySelector('.main-svg')) return false;
-  for (const s of document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')) {
-    const area = s.previousElementSibling;
-    if (!area || !area.querySelector('.jupyter-widgets, .lm-Widget')) return false;
-  }
   return true;
 }
 """
 
 _RAW_TEX_JS = r"""
 () => {
-  const skip = 'PRE, CODE, SCRIPT, STYLE, TEXTAREA, MJX-CONTAINER, MJX-ASSISTIVE-MML, .highlight, .search, #search-results';
+  const skip = 'PRE, CODE, SCRIPT, STYLE, TEXTAREA, MJX-CONTAINER, MJX-ASSISTIVE-MML, .katex-mathml, .highlight, .search, #search-results';
   const bad = [];
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   const inlineCmd = /\$[^$\s][^$]*\\[a-zA-Z]+[^$]*\$/;
@@ -174,16 +184,33 @@ _RAW_TEX_JS = r"""
 """
 
 _WIDGETS_JS = """
+() => ({
+  views: document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length,
+  state: document.querySelectorAll('script[type="application/vnd.jupyter.widget-state+json"]').length,
+  controls: document.querySelectorAll('.jupyter-widgets, .lm-Widget, .widget-slider, .widget-dropdown').length,
+  manager: Array.from(document.scripts).filter(s => /embed(-amd)?\\.js|html-manager/.test(s.src)).length,
+})
+"""
+
+_AXE_JS = """
+() => axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']},
+                        resultTypes: ['violations'],
+                        // no CSSOM preload: axe would re-fetch the theme's @import from the wrong base URL
+                        preload: false})
+  .then(r => r.violations.filter(v => v.impact === 'serious' || v.impact === 'critical')
+    .map(v => `${v.impact} ${v.id}: ${v.help} (${v.nodes.length}x, e.g. ${v.nodes[0].target.join(' ')})`))
+"""
+
+_TRACE_TYPES_JS = """
 () => {
-  const views = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]');
-  const stateTag = document.querySelector('script[type="application/vnd.jupyter.widget-state+json"]');
-  const state = stateTag ? JSON.parse(stateTag.textContent).state || {} : {};
-  const models = Object.values(state).map(m => m.model_name);
-  const sliders = Array.from(document.querySelectorAll('.widget-slider, .widget-hslider, .widget-vslider'))
-    .filter(e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; });
-  return {views: views.length, hasState: !!stateTag,
-          sliderModels: models.filter(n => /SliderModel$/.test(n)).length,
-          visibleSliders: sliders.length};
+  const used = new Set();
+  for (const d of document.querySelectorAll('.plotly-graph-div')) {
+    for (const t of d.data || []) used.add(t.type || 'scatter');
+    for (const f of (d._transitionData && d._transitionData._frames) || [])
+      for (const t of f.data || []) used.add(t.type || 'scatter');
+  }
+  const known = Object.keys(Plotly.PlotSchema.get().traces);
+  return {used: [...used].sort(), missing: [...used].filter(t => !known.includes(t))};
 }
 """
 
@@ -196,6 +223,7 @@ def _page_file(name: str) -> str:
 def test_page_renders_offline(name: str, server: str, browser, built_book: Path) -> None:
     path = built_book / _page_file(name)
     assert path.is_file(), f"{path} was not built"
+    assert AXE_JS.is_file(), f"{AXE_JS} is missing: run bash scripts/test.sh (it installs axe-core)"
     url = f"{server}/{_page_file(name)}"
 
     problems: list[str] = []
@@ -215,13 +243,21 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
         "response",
         lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None,
     )
+    plotly_requests: list[str] = []
+    page.on("request", lambda r: plotly_requests.append(r.url) if "plotly" in r.url.rsplit("/", 1)[-1] else None)
     try:
         page.goto(url, wait_until="networkidle", timeout=TIMEOUT_MS)
+        n_figures = page.evaluate("() => document.querySelectorAll('.plotly-graph-div').length")
+        if not n_figures and plotly_requests:
+            problems.append(f"plotly.js requested by a page without plotly figures: {plotly_requests}")
+        if n_figures:
+            page.evaluate("() => window.attnEduFigures.drawAll()")
         try:
             page.wait_for_function(_WAIT_RENDERED_JS, timeout=TIMEOUT_MS, polling=250)
         except Exception:
             problems.append(f"math / plotly figures / widgets not rendered within {TIMEOUT_MS // 1000} s")
-        if page.evaluate("() => document.querySelectorAll('.math').length"):
+        if page.evaluate("() => Array.from(document.querySelectorAll('.math'))"
+                         ".filter(m => !m.querySelector('.katex')).length"):
             status = page.evaluate(
                 "() => (window.MathJax && MathJax.startup && MathJax.startup.promise)"
                 " ? MathJax.startup.promise.then(() => 'ok', e => 'MathJax failed: ' + e)"
@@ -239,13 +275,14 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / f"{name.replace('/', '__')}.png"), full_page=True)
 
-        # ---- MathJax
+        # ---- math: KaTeX (build time) or MathJax
         n_math = page.evaluate("() => document.querySelectorAll('.math').length")
-        n_typeset = page.evaluate("() => document.querySelectorAll('.math mjx-container').length")
+        n_typeset = page.evaluate(
+            "() => document.querySelectorAll('.math mjx-container, .math > .katex, .math > .katex-display').length")
         if n_math:
             untypeset = page.evaluate(
                 "() => Array.from(document.querySelectorAll('.math'))"
-                ".filter(m => !m.querySelector('mjx-container')).map(m => m.textContent.slice(0, 80))"
+                ".filter(m => !m.querySelector('mjx-container, .katex')).map(m => m.textContent.slice(0, 80))"
             )
             if untypeset:
                 problems.append(f"{len(untypeset)}/{n_math} math elements not typeset: {untypeset[:3]}")
@@ -264,6 +301,20 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
             problems.append(f"only {n_drawn} of {n_plotly} plotly figures drawn")
         if n_plotly and not page.evaluate("() => typeof window.Plotly === 'object'"):
             problems.append("window.Plotly is not defined on a page with plotly figures")
+        if n_plotly:
+            types = page.evaluate(_TRACE_TYPES_JS)
+            if types["missing"]:
+                problems.append(f"trace types {types['missing']} are not in the page's plotly.js bundle")
+        unlabelled = page.evaluate(
+            "() => Array.from(document.querySelectorAll('.plotly-graph-div'))"
+            ".filter(d => !(d.getAttribute('aria-label') || '').trim()).length")
+        if unlabelled:
+            problems.append(f"{unlabelled} plotly figures without a text alternative (aria-label)")
+        no_alt = page.evaluate(
+            "() => Array.from(document.images).filter(i => !(i.getAttribute('alt') || '').trim())"
+            ".map(i => i.src.slice(0, 80))")
+        if no_alt:
+            problems.append(f"{len(no_alt)} images without alt text: {no_alt[:3]}")
 
         # ---- plotly sliders work without a kernel: click the right end of each slider's
         # rail and the slider must move to its last step (running the step's method,
@@ -283,22 +334,36 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
                     f"plotly figure {i}: slider did not move to its last step "
                     f"(active={active}, steps={n_steps})"
                 )
+            # the keyboard: the slider's range input (after the figure), Home = first step
+            keys = page.evaluate_handle(
+                "d => { let e = d.nextElementSibling;"
+                " while (e && !(e.matches && e.matches('input.attn-edu-slider-keys'))) e = e.nextElementSibling;"
+                " return e; }", div).as_element()
+            if keys is None:
+                problems.append(f"plotly figure {i}: its slider has no keyboard control")
+                continue
+            keys.focus()
+            page.keyboard.press("Home")
+            page.wait_for_timeout(800)
+            active = page.evaluate("d => d.layout.sliders[0].active", div)
+            if active != 0:
+                problems.append(f"plotly figure {i}: the Home key did not move its slider "
+                                f"to the first step (active={active})")
 
-        # ---- ipywidgets
+        # ---- no ipywidgets on a page without a kernel: the live explorers' stand-ins
         w = page.evaluate(_WIDGETS_JS)
-        if w["views"] and not w["hasState"]:
-            problems.append("widget views without saved widget state")
-        if w["views"]:
-            undrawn = page.evaluate(
-                "() => Array.from(document.querySelectorAll("
-                "'script[type=\"application/vnd.jupyter.widget-view+json\"]'))"
-                ".filter(s => !(s.previousElementSibling && s.previousElementSibling"
-                ".querySelector('.jupyter-widgets, .lm-Widget'))).length"
-            )
-            if undrawn:
-                problems.append(f"{undrawn} of {w['views']} widget views not drawn")
-        if w["sliderModels"] and w["visibleSliders"] == 0:
-            problems.append(f"{w['sliderModels']} slider models saved but no slider visible")
+        if any(w.values()):
+            problems.append(f"ipywidgets on the static page (controls that do nothing): {w}")
+        notes = page.evaluate(
+            "() => Array.from(document.querySelectorAll('.attn-edu-live-note'))"
+            ".map(n => (n.querySelector('a[href]') || {}).href || '')")
+        if any(not href.startswith("https://colab.research.google.com/") for href in notes):
+            problems.append(f"a live explorer's note without the chapter's Colab link: {notes}")
+
+        # ---- axe-core: no serious or critical WCAG 2 A/AA violation
+        page.add_script_tag(path=str(AXE_JS))
+        for violation in page.evaluate(_AXE_JS):
+            problems.append(f"axe: {violation}")
 
         # ---- dropdown solutions behind a toggle
         n_dropdown = page.evaluate("() => document.querySelectorAll('.admonition.dropdown').length")
@@ -384,3 +449,48 @@ def test_pages_do_not_inline_plotly_js(built_book: Path) -> None:
     inlined = [p.relative_to(built_book).as_posix() for p in built_book.rglob("*.html")
                if LOADER_ID in p.read_text(encoding="utf-8")]
     assert not inlined, f"plotly.js inlined into {inlined}"
+
+
+def test_no_heavy_script_blocks_the_first_paint(built_book: Path) -> None:
+    """Every <script src> in a page's <head> that is neither defer nor async (so the
+    browser stops parsing until it has run) weighs at most 50 KB."""
+    offenders = []
+    for p in built_book.rglob("*.html"):
+        if p.relative_to(built_book).parts[0] in ("_static", "_sources"):
+            continue
+        text = p.read_text(encoding="utf-8")
+        head = text[: text.find("</head>")]
+        for tag in re.findall(r"<script\b[^>]*>", head):
+            src = re.search(r'\bsrc="([^"]+)"', tag)
+            if not src or re.search(r"\b(defer|async)\b", tag) or 'type="module"' in tag:
+                continue
+            target = (p.parent / src.group(1).split("?")[0]).resolve()
+            size = target.stat().st_size if target.is_file() else 0
+            if size > MAX_BLOCKING_HEAD_SCRIPT:
+                offenders.append(f"{p.relative_to(built_book)}: {src.group(1)} ({size // 1024} KB)")
+    assert not offenders, "render-blocking scripts over 50 KB:\n" + "\n".join(offenders[:20])
+
+
+def test_every_chapter_draws_only_trace_types_of_the_plotly_bundle(built_book: Path) -> None:
+    """The trace types each chapter's figures use, against the partial plotly.js bundle the
+    book serves (book/_ext/attn_edu_book.py: BUNDLE_TRACE_TYPES, from the bundle's README)."""
+    import importlib.util
+    import json as _json
+
+    spec = importlib.util.spec_from_file_location("attn_edu_book", REPO / "book" / "_ext" / "attn_edu_book.py")
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    readme = (REPO / "book" / "_static" / "plotly" / "README.md").read_text(encoding="utf-8")
+    for kind in ext.BUNDLE_TRACE_TYPES:
+        assert f"`{kind}`" in readme, f"{kind} is not a trace type of the vendored bundle"
+    used = {}
+    for name in TOC_PAGES:
+        text = (built_book / _page_file(name)).read_text(encoding="utf-8")
+        for m in re.finditer(r'<script type="text/x-attn-edu-plotly"[^>]*>(.*?)</script>', text, re.S):
+            fig = _json.loads(re.search(r"var fig = (.*?);\n\s*var config = ", m.group(1), re.S).group(1))
+            used.setdefault(name, set()).update(ext._trace_types(fig))
+    assert used, "no chapter has a plotly figure: the bundle check checks nothing"
+    outside = {name: sorted(types - ext.BUNDLE_TRACE_TYPES) for name, types in used.items()
+               if types - ext.BUNDLE_TRACE_TYPES}
+    print({name: sorted(types) for name, types in used.items()})
+    assert not outside, f"trace types outside the plotly.js bundle: {outside}"

@@ -235,3 +235,32 @@ def test_a_queued_update_that_changes_nothing_does_not_supersede(kernel):
     kernel.queue("comm_msg", {"comm_id": span.model_id, "data": {"method": "update", "state": {"value": [3, 5]}}})
     span.value = (3, 5)
     assert calls == [(2, 5), (3, 5)]
+
+
+# --------------------------------------------------------------------------- the static page
+def test_the_display_bundle_carries_a_static_stand_in_with_the_current_figure():
+    """The widget view for Jupyter and Colab, and text/html for a page without a kernel:
+    the figure as it is now (with its alt text) and a note naming every control's value."""
+    box, kind, n, length = _mask_like_explorer()
+    bundle = box._repr_mimebundle_()
+    assert {"application/vnd.jupyter.widget-view+json", "text/html", "text/plain"} <= set(bundle)
+    html = bundle["text/html"]
+    assert html.startswith(f'<div class="{widgets.STATIC_CLASS}"><p class="{widgets.NOTE_CLASS}">')
+    assert "recomputes as you move its controls" in html
+    assert f'<span class="{widgets.COLAB_SLOT_CLASS}"></span>' in html  # the book fills it
+    assert "kind = causal, n = 2, length = 4" in html
+    assert html.count("<img ") == 1 and 'alt="Figure. It shows: causal, bars.' in html
+    kind.value = "pad"
+    assert "kind = pad," in box._repr_mimebundle_()["text/html"]
+
+
+def test_the_stand_in_of_a_plotly_explorer_is_its_figure(monkeypatch):
+    go = pytest.importorskip("plotly.graph_objects")
+    from attn_edu import notebook
+
+    notebook._register_plotly_renderer()
+    box = widgets.live_explorer(lambda x: go.Figure(go.Bar(y=list(range(x)))),
+                                x=ipywidgets.IntSlider(value=2, min=1, max=3))
+    html = box._repr_mimebundle_()["text/html"]
+    assert html.count('class="plotly-graph-div"') == 1 and "Plotly.newPlot" in html
+    assert "<img" not in html

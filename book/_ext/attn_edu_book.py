@@ -4,20 +4,52 @@ Loaded through ``_config.yml`` (``sphinx: local_extensions: attn_edu_book: book/
 
 What it does, and why:
 
-* **plotly.js from the build.** Chapters draw plotly figures with the renderer of
-  :func:`attn_edu.notebook.setup_notebook`, whose ``text/html`` output is a ``<div>``
-  plus a ``Plotly.newPlot(...)`` call that relies on the page's ``window.Plotly``.
-  We copy ``plotly.min.js`` from the *installed* plotly package (so plotly.js always
-  matches plotly.py and 4.8 MB is not committed) into ``_build/html/_static/plotly/``
-  at the end of the build, and add a ``<script>`` for it only to pages whose body
-  contains a plotly figure (the other pages stay light).  It is added with a low
-  priority, i.e. in ``<head>`` before every other script and without ``defer``, so
-  ``window.Plotly`` exists when the inline figure scripts in the body run, and it is
-  loaded before any AMD loader could exist on the page (the plotly.js 4 shipped with
-  plotly.py 7 sets ``window.Plotly`` and does not use AMD, but older builds register
-  as an anonymous AMD module when require.js is already on the page, and then
-  ``window.Plotly`` is undefined). The widgets use the standalone embed.js bundle,
-  so no require.js is on the page anyway.
+* **plotly.js from the build, only when a figure is about to be seen.** Chapters draw
+  plotly figures with the renderer of :func:`attn_edu.notebook.setup_notebook`, whose
+  ``text/html`` output is a ``<div class="plotly-graph-div">`` plus an inline script
+  calling ``Plotly.newPlot``. On the page we turn that script into
+  ``<script type="text/x-attn-edu-plotly">`` (which the browser does not run), give the
+  div a text alternative (:func:`attn_edu.alt_text.plotly_alt_text` of its figure), and
+  add one small deferred script, ``_static/attn-edu/figures.js``, which loads plotly.js
+  and runs a figure's script when the figure comes near the viewport (and gives every
+  plotly slider a keyboard control). Pages without a figure load neither.
+  plotly.js is the published partial bundle ``plotly.js-cartesian-dist-min`` (vendored in
+  ``book/_static/plotly``, see its README; a third of the full bundle), which holds every
+  trace type the book draws: a figure with any other trace type is a build warning (so
+  ``-W`` fails), listed in :data:`BUNDLE_TRACE_TYPES`. When the installed plotly.py ships
+  another plotly.js version than the vendored one, the installed full ``plotly.min.js``
+  is served instead (a logged note; figures still draw).
+* **Live explorers as figures.** A live explorer's display bundle carries, next to its
+  ipywidgets view, a ``text/html`` stand-in: its saved figure and a note that it
+  recomputes in Jupyter or Colab (:mod:`attn_edu.widgets`). ``_config.yml`` removes the
+  widget view from the HTML builder's mime priorities, so the page shows the stand-in,
+  and we fill its ``attn-edu-colab-slot`` with the chapter's Colab link. No widget state
+  and no widget manager are put on a page (no control that cannot do anything), and an
+  output that still holds a widget view is a build warning.
+* **Text alternatives.** Every matplotlib image of a notebook gets the ``alt`` text that
+  :func:`attn_edu.alt_text.register_alt_text` stored in its output's metadata (or,
+  without one, a generic description that names the chapter), through a myst-nb mime
+  render plugin for ``image/png``.
+* **Math typeset at build time.** Every formula is typeset by KaTeX (vendored:
+  ``book/_ext/katex/katex.min.js`` runs under Node during the build,
+  ``book/_static/katex`` holds its CSS and fonts, see its README), so a page shows its
+  math without running any script, and MathJax is not loaded on a page where KaTeX
+  typeset everything. A formula KaTeX cannot typeset (logged) stays for MathJax on its
+  page; without Node.js every page keeps MathJax as before.
+* **Icons without 1.5 MB of JavaScript.** pydata-sphinx-theme draws its Font Awesome
+  icons with ``fontawesome.js`` (1.5 MB, every icon there is), which swaps each
+  ``<i class="fa-solid fa-bars">`` for an inline SVG when the page loads. At the end of
+  the build we do that swap in the HTML files, with the SVG paths read from that same
+  file, and drop the script from every page where every icon was swapped.
+* **Theme scripts deferred.** Every external script of the page (Sphinx's, the theme's,
+  the extensions') gets ``defer``, except ``documentation_options.js``, whose global the
+  page's inline scripts use; the search
+  scripts that the theme writes into ``<head>`` itself get ``defer`` when the build ends.
+* **Images when they are needed.** Every image of a page but the first gets
+  ``loading="lazy"``: a first visit downloads only what is near the screen.
+* **Valid lists.** The bibliography (sphinxcontrib-bibtex) writes ``role="list"`` around
+  entries with ``role="doc-biblioentry"``, which is not a list item; we write
+  ``role="listitem"`` instead.
 * **No duplicated inline scripts.** sphinx-thebe registers its inline configuration
   script (``const THEBE_JS_URL = ...``) with ``app.add_js_file`` in an
   ``env-before-read-docs`` handler (sphinx-togglebutton does the same with its
@@ -45,8 +77,10 @@ What it does, and why:
 
 from __future__ import annotations
 
-import filecmp
+import html
+import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -56,12 +90,33 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
-#: where plotly.js lands, relative to ``_build/html/_static``
-PLOTLY_STATIC = "plotly/plotly.min.js"
-#: markers of plotly output in a page body
-PLOTLY_MARKERS = ("plotly-graph-div",)
+#: the vendored partial plotly.js bundle, relative to ``_build/html/_static``
+PLOTLY_STATIC = "plotly/plotly-cartesian.min.js"
+#: where the installed plotly.py's full bundle lands when the versions differ
+PLOTLY_FULL_STATIC = "plotly/plotly.min.js"
+#: the trace types ``plotly.js-cartesian-dist-min`` registers (its README)
+BUNDLE_TRACE_TYPES = frozenset({
+    "bar", "box", "contour", "heatmap", "histogram", "histogram2d", "histogram2dcontour",
+    "image", "pie", "scatter", "scatterternary", "violin",
+})
+#: the small deferred script that draws figures near the viewport
+FIGURES_JS = "attn-edu/figures.js"
+BOOK_CSS = "attn-edu/book.css"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+_STATIC_SRC = Path(__file__).resolve().parents[1] / "_static"
+_VERSION_RE = re.compile(r"plotly\.js(?: \([^)]*\))? v(\d+\.\d+\.\d+)")
+_FIGURE_RE = re.compile(
+    r'<div id="(?P<id>attn-edu-plotly-[0-9a-f]+)" class="plotly-graph-div"(?P<attrs>[^>]*)></div>'
+    r'\s*<script type="text/javascript">(?P<js>.*?)</script>',
+    re.S,
+)
+_FIG_JSON_RE = re.compile(r"var fig = (?P<json>.*?);\n\s*var config = ", re.S)
+_COLAB_SLOT = '<span class="attn-edu-colab-slot"></span>'
 
 
+# --------------------------------------------------------------------------- plotly.js
 def plotly_js_source() -> Path:
     """Path of ``plotly.min.js`` shipped inside the installed plotly Python package."""
     import plotly  # noqa: PLC0415  (only needed at build time)
@@ -69,21 +124,276 @@ def plotly_js_source() -> Path:
     return Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
 
 
-def _copy_plotly_js(app: Sphinx, exception: Exception | None) -> None:
+def _js_version(path: Path) -> str | None:
+    with open(path, encoding="utf-8") as f:
+        m = _VERSION_RE.search(f.read(400))
+    return m.group(1) if m else None
+
+
+def plotly_bundle(app: Sphinx | None = None) -> str:
+    """The plotly.js the pages load, relative to ``_static``: the vendored partial bundle,
+    or the installed plotly.py's full one when their versions differ."""
+    vendored = _STATIC_SRC / PLOTLY_STATIC
+    try:
+        installed = _js_version(plotly_js_source())
+    except (ImportError, OSError):
+        return PLOTLY_STATIC
+    ours = _js_version(vendored)
+    if installed == ours:
+        return PLOTLY_STATIC
+    logger.info("[attn_edu_book] plotly.py ships plotly.js %s, the vendored partial bundle is %s: "
+                "serving the full plotly.min.js (update book/_static/plotly, see its README)",
+                installed, ours)
+    return PLOTLY_FULL_STATIC
+
+
+def _builder_inited(app: Sphinx) -> None:
+    if app.builder is None or app.builder.format != "html":
+        return
+    app.add_css_file(BOOK_CSS)
+    app.config._attn_edu_plotly = plotly_bundle(app)
+    if app.config._attn_edu_plotly != PLOTLY_FULL_STATIC:
+        return  # the vendored bundle is copied with the rest of html_static_path
+    dst = Path(app.outdir) / "_static" / PLOTLY_FULL_STATIC
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(plotly_js_source(), dst)
+
+
+def _trace_types(fig: dict) -> set:
+    traces = list(fig.get("data") or [])
+    for frame in fig.get("frames") or []:
+        traces += list(frame.get("data") or [])
+    return {t.get("type", "scatter") for t in traces if isinstance(t, dict)}
+
+
+def _figure_alt(js: str) -> tuple[str, set]:
+    """The text alternative and trace types of the figure an inline script draws."""
+    from attn_edu.alt_text import plotly_alt_text  # noqa: PLC0415
+
+    m = _FIG_JSON_RE.search(js)
+    if not m:
+        return "Interactive figure.", set()
+    fig = json.loads(m.group("json"))
+    return plotly_alt_text(fig), _trace_types(fig)
+
+
+def _defer_figures(body: str, pagename: str) -> tuple[str, int]:
+    """Turn every plotly figure's inline script into one that figures.js runs on demand."""
+    count = 0
+
+    def swap(m: re.Match) -> str:
+        nonlocal count
+        count += 1
+        alt, types = _figure_alt(m.group("js"))
+        outside = sorted(types - BUNDLE_TRACE_TYPES)
+        if outside:
+            logger.warning("[attn_edu_book] %s: a plotly figure uses trace types %s, which the "
+                           "partial plotly.js bundle lacks (book/_static/plotly/README.md)",
+                           pagename, outside)
+        title = alt.split(".")[0].removeprefix("Interactive figure: ")
+        return (f'<div id="{m.group("id")}" class="plotly-graph-div"{m.group("attrs")} '
+                f'role="figure" aria-label="{html.escape(alt)}" '
+                f'data-title="{html.escape(title)}" data-attn-edu-pending></div>\n'
+                f'<script type="text/x-attn-edu-plotly" data-div="{m.group("id")}">'
+                f'{m.group("js")}</script>')
+
+    return _FIGURE_RE.sub(swap, body), count
+
+
+# --------------------------------------------------------------------------- math (KaTeX)
+KATEX_CSS = "katex/katex.min.css"
+_KATEX_JS = Path(__file__).resolve().parent / "katex" / "render.js"
+#: docname -> how many formulas KaTeX could not typeset (MathJax stays for those)
+_MATH_LEFT: dict[str, int] = {}
+
+
+def _display_tex(node: Any) -> str:
+    """The TeX of a display-math node, wrapped as Sphinx's MathJax writer wraps it."""
+    text = node.astext()
+    if node.get("nowrap"):
+        return text
+    parts = [p for p in text.split("\n\n") if p.strip()]
+    parts = [f"\\begin{{aligned}}{p}\\end{{aligned}}" if "\\\\" in p else p for p in parts]
+    if len(parts) > 1:
+        return "\\begin{aligned}" + "\\\\".join(parts) + "\\end{aligned}"
+    return parts[0] if parts else ""
+
+
+def katex_render(items: list[tuple[str, bool]]) -> list[dict] | None:
+    """``[(tex, display), ...]`` typeset by KaTeX under Node: ``[{"html"} | {"error"}]``,
+    or None when Node.js is not available."""
+    import subprocess  # noqa: PLC0415
+
+    node = shutil.which("node")
+    if node is None or not items:
+        return None
+    proc = subprocess.run([node, str(_KATEX_JS)], capture_output=True, timeout=300,
+                          input=json.dumps([{"tex": t, "display": d} for t, d in items]).encode())
+    if proc.returncode != 0:
+        logger.info("[attn_edu_book] KaTeX failed (%s); MathJax typesets instead",
+                    proc.stderr.decode(errors="replace")[-500:])
+        return None
+    return json.loads(proc.stdout)
+
+
+def _typeset_math(app: Sphinx, doctree: Any, docname: str) -> None:
+    if app.builder is None or app.builder.format != "html":
+        return
+    from docutils import nodes  # noqa: PLC0415
+
+    found = [n for n in doctree.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block)))]
+    if not found:
+        return
+    items = [(_display_tex(n), True) if isinstance(n, nodes.math_block) else (n.astext(), False)
+             for n in found]
+    results = katex_render(items)
+    if results is None:
+        _MATH_LEFT[docname] = len(found)
+        return
+    left = 0
+    for n, (tex, display), res in zip(found, items, results):
+        if "html" not in res:
+            left += 1
+            logger.info("[attn_edu_book] %s: KaTeX cannot typeset %r (%s); MathJax will",
+                        docname, tex[:80], res.get("error"))
+            continue
+        tag = "div" if display else "span"
+        ids = " ".join(n.get("ids", []))
+        id_attr = f' id="{ids.split()[0]}"' if ids else ""
+        n.replace_self(nodes.raw("", f'<{tag}{id_attr} class="math notranslate nohighlight">'
+                                     f'{res["html"]}</{tag}>', format="html"))
+    _MATH_LEFT[docname] = left
+
+
+_TOC_MATH_RE = re.compile(r'<span class="math notranslate nohighlight">\\\((?P<tex>.*?)\\\)</span>', re.S)
+
+
+def _typeset_toc_math(toc: str) -> tuple[str, int]:
+    """Typeset the math of the page's table of contents (section titles, rendered from the
+    environment's copy of them, not from the page's doctree); also say how many are left."""
+    found = list(_TOC_MATH_RE.finditer(toc))
+    if not found:
+        return toc, 0
+    results = katex_render([(html.unescape(m.group("tex")), False) for m in found])
+    if results is None:
+        return toc, len(found)
+    left = 0
+    parts, pos = [], 0
+    for m, res in zip(found, results):
+        parts.append(toc[pos:m.start()])
+        if "html" in res:
+            parts.append(f'<span class="math notranslate nohighlight">{res["html"]}</span>')
+        else:
+            parts.append(m.group(0))
+            left += 1
+        pos = m.end()
+    parts.append(toc[pos:])
+    return "".join(parts), left
+
+
+def _is_mathjax(js: Any, app: Sphinx) -> bool:
+    filename = getattr(js, "filename", "") or ""
+    body = (getattr(js, "attributes", {}) or {}).get("body", "") or ""
+    mathjax_path = str(getattr(app.config, "mathjax_path", "") or "")
+    return bool((mathjax_path and filename.endswith(mathjax_path)) or "window.MathJax" in body)
+
+
+# --------------------------------------------------------------------------- icons
+FONTAWESOME_JS = "scripts/fontawesome.js"
+_FA_PACKS = {"fas": "solid", "fa-solid": "solid", "fab": "brands", "fa-brands": "brands",
+             "far": "regular", "fa-regular": "regular"}
+_FA_ICON_RE = re.compile(r'<(?P<tag>i|span) class="(?P<cls>[^"]*\bfa[a-z-]*\b[^"]*)"(?P<attrs>[^>]*)>'
+                         r"\s*</(?P=tag)>")
+_FA_SCRIPT_RE = re.compile(r'\s*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>')
+_FA_MODIFIERS = {"fa-lg", "fa-fw", "fa-xs", "fa-sm", "fa-xl", "fa-2x", "fa-spin"}
+
+
+def _fontawesome_icons(js: str) -> dict:
+    """``{(pack, name): (width, height, path)}`` read from fontawesome.js: each pack's icons
+    come before its ``x("fab", {...})`` registration call (brands, regular, solid)."""
+    marks = []
+    for short in ("fab", "far", "fas"):
+        m = re.search(r'[\w$]\("' + short + r'",', js)
+        if m is None:
+            return {}
+        marks.append((m.start(), _FA_PACKS[short]))
+    marks.sort()
+    icons, start = {}, 0
+    icon_re = re.compile(r'(?:"(?P<q>[a-z0-9-]+)"|(?<![\w$-])(?P<b>[a-z][a-z0-9]*)):\[(?P<w>\d+),(?P<h>\d+),'
+                         r'\[[^\]]*\],"[0-9a-f]+","(?P<d>M[^"]+)"\]')
+    for end, pack in marks:
+        for m in icon_re.finditer(js, start, end):
+            icons.setdefault((pack, m.group("q") or m.group("b")), (m.group("w"), m.group("h"), m.group("d")))
+        start = end
+    return icons
+
+
+def _inline_icons(text: str, icons: dict) -> tuple[str, bool]:
+    """Swap every Font Awesome ``<i>``/``<span>`` for its SVG; also say whether all were."""
+    all_done = True
+
+    def swap(m: re.Match) -> str:
+        nonlocal all_done
+        classes = m.group("cls").split()
+        pack = next((_FA_PACKS[c] for c in classes if c in _FA_PACKS), "solid")
+        names = [c[3:] for c in classes if c.startswith("fa-") and c not in _FA_PACKS
+                 and c not in _FA_MODIFIERS]
+        icon = icons.get((pack, names[0])) if len(names) == 1 else None
+        if icon is None:
+            all_done = all_done and not names
+            return m.group(0)
+        w, h, d = icon
+        return (f'<svg class="{" ".join(classes)} svg-inline--fa"{m.group("attrs")} '
+                f'aria-hidden="true" focusable="false" xmlns="http://www.w3.org/2000/svg" '
+                f'viewBox="0 0 {w} {h}"><path fill="currentColor" d="{d}"></path></svg>')
+
+    return _FA_ICON_RE.sub(swap, text), all_done
+
+
+_SEARCH_SCRIPT_RE = re.compile(r'<script src="([^"]*(?:searchindex|searchtools|language_data)\.js)">')
+_MATHJAX_TAG_RE = re.compile(r'\s*<script[^>]*src="[^"]*_static/mathjax/[^"]*"></script>'
+                             r'|\s*<script>window\.MathJax = .*?</script>', re.S)
+
+
+def _finish_pages(app: Sphinx, exception: Exception | None) -> None:
+    """What only the written page shows: the theme's icons, its search scripts, and math
+    that the theme wrote from other documents (the page's table of contents, the links to
+    the neighbouring pages)."""
     if exception is not None or app.builder is None or app.builder.format != "html":
         return
-    try:
-        src = plotly_js_source()
-    except ImportError:
-        logger.warning("[attn_edu_book] plotly is not installed; figures will not be drawn")
-        return
-    if not src.is_file():
-        logger.warning("[attn_edu_book] %s not found; figures will not be drawn", src)
-        return
-    dst = Path(app.outdir) / "_static" / PLOTLY_STATIC
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    if not dst.exists() or not filecmp.cmp(src, dst, shallow=False):
-        shutil.copyfile(src, dst)
+    out = Path(app.outdir)
+    js = out / "_static" / FONTAWESOME_JS
+    icons = _fontawesome_icons(js.read_text(encoding="utf-8")) if js.is_file() else {}
+    for page in out.rglob("*.html"):
+        if page.relative_to(out).parts[0] in ("_static", "_sources"):
+            continue
+        text = page.read_text(encoding="utf-8")
+        new = _SEARCH_SCRIPT_RE.sub(r'<script defer src="\1">', text)
+        if icons and "fontawesome.js" in new:
+            new, all_done = _inline_icons(new, icons)
+            if all_done:
+                new = _FA_SCRIPT_RE.sub("", new)
+        if _TOC_MATH_RE.search(new):
+            new, left = _typeset_toc_math(new)
+            if left:
+                logger.info("[attn_edu_book] %s: %d formulas left to MathJax", page.name, left)
+        if _MATHJAX_TAG_RE.search(new) and not _TOC_MATH_RE.search(new) \
+                and not re.search(r'class="math notranslate nohighlight">\s*\\\[', new):
+            new = _MATHJAX_TAG_RE.sub("", new)  # KaTeX typeset every formula
+        if new != text:
+            page.write_text(new, encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- the pages
+def _colab_url(app: Sphinx, pagename: str) -> str | None:
+    opts = app.config.html_theme_options or {}
+    colab = ((opts.get("launch_buttons") or {}).get("colab_url") or "").rstrip("/")
+    repo = (opts.get("repository_url") or "").rstrip("/")
+    if not (colab and repo.startswith("https://github.com/")):
+        return None
+    branch = opts.get("repository_branch") or "main"
+    path = "/".join(p for p in ((opts.get("path_to_docs") or "").strip("/"), f"{pagename}.ipynb") if p)
+    return f"{colab}/github/{repo.removeprefix('https://github.com/')}/blob/{branch}/{path}"
 
 
 def _script_key(js: Any) -> tuple:
@@ -96,59 +406,129 @@ def _script_key(js: Any) -> tuple:
     )
 
 
+#: scripts that must run where they stand: the page's inline scripts use their globals
+KEEP_BLOCKING = ("_static/documentation_options.js",)
+
+
+def _defer(js: Any) -> None:
+    """Load a classic external script with ``defer``: it no longer blocks the first paint,
+    and deferred scripts still run in document order before ``DOMContentLoaded``."""
+    attrs = getattr(js, "attributes", None)
+    filename = getattr(js, "filename", "") or ""
+    if (attrs is None or not filename or filename.startswith(KEEP_BLOCKING)
+            or {"defer", "async"} & set(attrs) or attrs.get("type") not in (None, "text/javascript")):
+        return
+    attrs["defer"] = "defer"
+
+
+def _lazy_images(body: str) -> str:
+    """Every image of the page but the first loads when it comes near the viewport."""
+    seen = 0
+
+    def lazy(m: re.Match) -> str:
+        nonlocal seen
+        seen += 1
+        return m.group(0) if seen == 1 else '<img loading="lazy" decoding="async" '
+
+    return re.sub(r"<img (?![^>]*\bloading=)", lazy, body)
+
+
 def _page_context(
     app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any
 ) -> None:
     if app.builder is None or app.builder.format != "html":
         return
     body = context.get("body") or ""
-    if any(marker in body for marker in PLOTLY_MARKERS):
-        # low priority number = early in <head>, before the theme's and myst-nb's scripts
-        app.add_js_file(PLOTLY_STATIC, priority=100)
+    body, n_figures = _defer_figures(body, pagename)
+    if _COLAB_SLOT in body:
+        url = _colab_url(app, pagename)
+        link = (f'<a href="{html.escape(url)}">Open this chapter in Colab</a> to move them.'
+                if url else "")
+        body = body.replace(_COLAB_SLOT, link)
+    body = body.replace('role="doc-biblioentry"', 'role="listitem"')
+    body = _lazy_images(body)
+    if WIDGET_VIEW in body:
+        logger.warning("[attn_edu_book] %s: an ipywidgets view is on the page, whose controls "
+                       "cannot do anything without a kernel (give it a text/html stand-in)",
+                       pagename)
+    context["body"] = body
+    if n_figures:
+        plotly = getattr(app.config, "_attn_edu_plotly", PLOTLY_STATIC)
+        app.add_js_file(FIGURES_JS, loading_method="defer",
+                        **{"data-plotly": "../" + plotly})
 
-    # Remove exact duplicates (same file or same inline body and attributes).
+    math_left = _MATH_LEFT.get(pagename)  # None: no math on the page
+    for link in ("prev", "next"):  # titles of the neighbouring pages: math as plain text
+        title = (context.get(link) or {}).get("title")
+        if isinstance(title, str) and _TOC_MATH_RE.search(title):
+            from attn_edu.alt_text import plain_text  # noqa: PLC0415
+
+            context[link]["title"] = _TOC_MATH_RE.sub(
+                lambda m: html.escape(plain_text(html.unescape(m.group("tex")))), title)
+    if isinstance(context.get("toc"), str) and _TOC_MATH_RE.search(context["toc"]):
+        context["toc"], toc_left = _typeset_toc_math(context["toc"])
+        math_left = (math_left or 0) + toc_left
+    if math_left is not None:
+        app.add_css_file(KATEX_CSS)
+    no_mathjax = math_left == 0  # KaTeX typeset every formula: no MathJax
+
     scripts = context.get("script_files")
     if scripts:
         seen: set[tuple] = set()
         unique = []
         for js in scripts:
             key = _script_key(js)
-            if key in seen:
+            attrs = getattr(js, "attributes", {}) or {}
+            # no widget state: nothing on the page draws widgets
+            if key in seen or attrs.get("type") == WIDGET_STATE:
                 continue
+            if no_mathjax and _is_mathjax(js, app):  # KaTeX typeset every formula
+                continue
+            _defer(js)
             seen.add(key)
             unique.append(js)
         if len(unique) != len(scripts):
             scripts[:] = unique
 
 
+# --------------------------------------------------------------------------- myst-nb
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
+#: said of a notebook image whose output carries no alt text of its own
+FALLBACK_ALT = "A figure drawn by the code cell above."
 
 
-class PlotlyJsonMimePlugin:
-    """myst-nb mime renderer plugin: accept (and drop) the plotly JSON mime type."""
+class BookMimePlugin:
+    """myst-nb mime renderer plugin: drop the plotly JSON mime type (the figure is drawn
+    from its ``text/html``); give every notebook image the alt text of its output."""
 
     mime_priority_overrides: tuple = ()
 
     @staticmethod
     def handle_mime(renderer: Any, data: Any, inline: bool) -> list | None:
-        if inline or data.mime_type != PLOTLY_MIME:
+        if inline:
             return None
-        from docutils import nodes  # noqa: PLC0415
+        if data.mime_type == PLOTLY_MIME:
+            from docutils import nodes  # noqa: PLC0415
 
-        return [nodes.comment("", "plotly figure JSON (drawn from the text/html output)")]
+            return [nodes.comment("", "plotly figure JSON (drawn from the text/html output)")]
+        if data.mime_type in ("image/png", "image/jpeg", "image/svg+xml"):
+            from attn_edu.alt_text import ALT_KEY  # noqa: PLC0415
+
+            image_nodes = renderer.render_image(data)
+            alt = (data.output_metadata.get(data.mime_type) or {}).get(ALT_KEY) or FALLBACK_ALT
+            for node in image_nodes:
+                if not node.get("alt"):
+                    node["alt"] = str(alt)
+            return image_nodes
+        return None
 
 
 def _register_mime_plugin() -> None:
     from myst_nb.core import render  # noqa: PLC0415
 
     plugins = render.load_mime_renders()  # lru_cached list of entry-point plugins
-    if not any(p is PlotlyJsonMimePlugin for p in plugins):
-        plugins.append(PlotlyJsonMimePlugin)
-
-
-def _copy_plotly_js_early(app: Sphinx) -> None:
-    # copy before the pages are written so that Sphinx adds the ?v=checksum cache buster
-    _copy_plotly_js(app, None)
+    if not any(p is BookMimePlugin for p in plugins):
+        plugins.append(BookMimePlugin)
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
@@ -156,8 +536,9 @@ def setup(app: Sphinx) -> dict[str, Any]:
     # (attn_edu.notebook.plotly_js_loader), which the book serves from _static instead
     os.environ["ATTN_EDU_BOOK_BUILD"] = "1"
     _register_mime_plugin()
-    app.connect("builder-inited", _copy_plotly_js_early)
+    app.connect("builder-inited", _builder_inited)
+    app.connect("doctree-resolved", _typeset_math)
+    app.connect("build-finished", _finish_pages)
     # run after the other extensions' html-page-context handlers (default priority 500)
     app.connect("html-page-context", _page_context, priority=900)
-    app.connect("build-finished", _copy_plotly_js)
-    return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}
+    return {"version": "0.2", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,192 @@
+"""Text alternatives for figures: what a screen reader says in place of a plot.
+
+Every figure on the book's pages needs an alternative text that says what it shows.
+Nobody writes it by hand: it is read off the figure itself, from its titles, axis
+labels, legend entries and the kind of marks it draws.
+
+* :func:`figure_alt_text` describes a matplotlib figure;
+* :func:`plotly_alt_text` describes a plotly figure (a ``go.Figure`` or its JSON dict);
+* :func:`register_alt_text` makes IPython attach :func:`figure_alt_text` to every
+  matplotlib figure a notebook displays, as the output's metadata
+  ``{"image/png": {"alt": ...}}``. The book build puts it in the ``alt`` attribute of
+  the figure's ``<img>`` (``book/_ext/attn_edu_book.py``); front ends ignore it.
+
+Needs nothing beyond the figure's own library; ``import attn_edu`` needs NumPy only.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, List
+
+__all__ = ["figure_alt_text", "plotly_alt_text", "register_alt_text", "plain_text", "ALT_KEY"]
+
+#: key, under the output's ``image/png`` metadata, of the alternative text
+ALT_KEY = "alt"
+#: an alternative text longer than this is cut (screen readers read all of it)
+MAX_CHARS = 600
+
+
+#: TeX commands read as the symbol they print; other commands lose their backslash, and
+#: font commands (\\mathrm{x} ...) leave their argument
+_TEX_WORDS = {"sqrt": "√", "top": "ᵀ", "cdot": "·", "times": "×", "le": "≤", "leq": "≤",
+              "ge": "≥", "geq": "≥", "ne": "≠", "neq": "≠", "approx": "≈", "infty": "∞",
+              "to": "→", "rightarrow": "→", "sum": "Σ", "ell": "ℓ", "alpha": "α", "beta": "β",
+              "gamma": "γ", "lambda": "λ", "mu": "μ", "sigma": "σ", "tau": "τ", "theta": "θ",
+              "epsilon": "ε", "varepsilon": "ε", "phi": "φ", "pi": "π", "Delta": "Δ", "log": "log",
+              "exp": "exp", "max": "max", "min": "min", "ldots": "…", "dots": "…", "quad": " ",
+              "mathrm": "", "mathbf": "", "mathit": "", "text": "", "operatorname": "",
+              "boldsymbol": "", "left": "", "right": "", ",": " ", ";": " ", "!": ""}
+
+
+def plain_text(text: Any) -> str:
+    """One line of plain text: TeX read as symbols (``\\sqrt{d_k}`` is ``√d_k``), HTML tags
+    and braces removed. What a figure's labels say, for a text alternative."""
+    import re  # noqa: PLC0415
+
+    s = str(text or "").replace("$", "").replace("<br>", " ")
+    s = re.sub(r"</?[a-z]+>", "", s)
+    s = re.sub(r"\\([A-Za-z]+|[,;!])", lambda m: _TEX_WORDS.get(m.group(1), m.group(1)), s)
+    s = s.replace("{", "").replace("}", "").replace("\\", "")
+    return " ".join(s.split())
+
+
+def _join(parts: Iterable[str]) -> str:
+    text = " ".join(p for p in parts if p)
+    return text if len(text) <= MAX_CHARS else text[: MAX_CHARS - 1].rstrip() + "…"
+
+
+def _axis_phrase(x: str, y: str) -> str:
+    bits = [f"x: {x}" if x else "", f"y: {y}" if y else ""]
+    bits = [b for b in bits if b]
+    return f" ({'; '.join(bits)})" if bits else ""
+
+
+# --------------------------------------------------------------------------- matplotlib
+def _marks(ax: Any) -> List[str]:
+    """The kinds of marks a matplotlib Axes draws, and its legend entries."""
+    marks = []
+    if ax.images:
+        marks.append("heatmap" if len(ax.images) == 1 else f"{len(ax.images)} images")
+    if getattr(ax, "containers", None):
+        marks.append("bars")
+    lines = [ln for ln in ax.get_lines() if ln.get_visible()]
+    if lines:
+        marks.append("line" if len(lines) == 1 else f"{len(lines)} lines")
+    if ax.collections and not ax.images:
+        marks.append("points or areas")
+    names = [plain_text(h.get_label()) for h in (ax.get_legend_handles_labels()[0] or [])]
+    names = [n for n in names if n and not n.startswith("_")]
+    if names:
+        marks.append("legend: " + ", ".join(names[:8]))
+    return marks
+
+
+def figure_alt_text(fig: Any) -> str:
+    """A one-paragraph description of a matplotlib figure, for its ``alt`` text.
+
+    Says how many panels it has, its title, and per panel the title, what it draws
+    (heatmap, lines, bars, legend entries) and the axis labels. Never empty.
+    Raises TypeError when ``fig`` is not a matplotlib figure.
+    """
+    if not (type(fig).__module__.startswith("matplotlib") and hasattr(fig, "axes")):
+        raise TypeError(f"fig must be a matplotlib Figure; got {type(fig).__name__}")
+    axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_label() != "<colorbar>"
+            and (ax.axison or ax.images or ax.has_data())]
+    n_colorbars = sum(1 for ax in fig.axes if ax.get_label() == "<colorbar>")
+    suptitle = plain_text(fig._suptitle.get_text()) if getattr(fig, "_suptitle", None) else ""
+    head = "Figure" + (f": {suptitle}." if suptitle else ".")
+    if len(axes) > 1:
+        head += f" {len(axes)} panels."
+    parts = [head]
+    for i, ax in enumerate(axes, 1):
+        title = plain_text(" ".join(t for t in (ax.get_title("left"), ax.get_title(),
+                                            ax.get_title("right")) if t))
+        marks = _marks(ax)
+        label = f"Panel {i}" if len(axes) > 1 else "It shows"
+        desc = f"{title}, " if title else ""
+        desc += ", ".join(marks) if marks else "a plot"
+        parts.append(f"{label}: {desc}{_axis_phrase(plain_text(ax.get_xlabel()), plain_text(ax.get_ylabel()))}.")
+    if n_colorbars:
+        parts.append("With a colour scale." if n_colorbars == 1 else f"With {n_colorbars} colour scales.")
+    return _join(parts)
+
+
+# --------------------------------------------------------------------------- plotly
+def _title(obj: Any) -> str:
+    if isinstance(obj, dict):
+        return plain_text(obj.get("text", ""))
+    return plain_text(obj)
+
+
+def plotly_alt_text(fig: Any) -> str:
+    """A one-paragraph description of a plotly figure (``go.Figure`` or its dict).
+
+    Says its title, its traces (kind and name), its axis titles and what its
+    sliders step through. Never empty. Raises TypeError for anything else.
+    """
+    if hasattr(fig, "to_plotly_json"):
+        fig = fig.to_plotly_json()
+    if not isinstance(fig, dict):
+        raise TypeError(f"fig must be a plotly figure or its dict; got {type(fig).__name__}")
+    layout = fig.get("layout") or {}
+    data = fig.get("data") or []
+    title = _title(layout.get("title"))
+    parts = ["Interactive figure" + (f": {title}." if title else ".")]
+    kinds: dict = {}
+    names = []
+    for trace in data:
+        kind = {"scatter": "line or point series"}.get(trace.get("type", "scatter"),
+                                                       trace.get("type", "scatter"))
+        kinds[kind] = kinds.get(kind, 0) + 1
+        name = plain_text(trace.get("name", ""))
+        if name and name not in names:
+            names.append(name)
+    if kinds:
+        parts.append("It shows " + ", ".join(f"{n} {k}" if n > 1 else k for k, n in kinds.items())
+                     + (f" ({', '.join(names[:8])})" if names else "") + ".")
+    axes = sorted(k for k in layout if k.startswith(("xaxis", "yaxis")))
+    x_titles = [_title(layout[k].get("title")) for k in axes if k.startswith("x")
+                and isinstance(layout[k], dict)]
+    y_titles = [_title(layout[k].get("title")) for k in axes if k.startswith("y")
+                and isinstance(layout[k], dict)]
+    x = ", ".join(dict.fromkeys(t for t in x_titles if t))
+    y = ", ".join(dict.fromkeys(t for t in y_titles if t))
+    if x or y:
+        parts.append("Axes" + _axis_phrase(x, y) + ".")
+    for slider in layout.get("sliders") or []:
+        steps = slider.get("steps") or []
+        prefix = plain_text((slider.get("currentvalue") or {}).get("prefix", "")).rstrip(" :=")
+        labels = [plain_text(s.get("label", "")) for s in steps]
+        what = f" over {prefix}" if prefix else ""
+        span = f" from {labels[0]} to {labels[-1]}" if labels and labels[0] else ""
+        parts.append(f"A slider steps{what} through {len(steps)} settings{span}.")
+    return _join(parts)
+
+
+# --------------------------------------------------------------------------- IPython
+def _alt_metadata(fig: Any) -> tuple:
+    """IPython mime-bundle formatter: no data, only the PNG's alternative text."""
+    try:
+        alt = figure_alt_text(fig)
+    except Exception:  # noqa: BLE001  (a description must never break a figure)
+        return {}, {}
+    return {}, {"image/png": {ALT_KEY: alt}}
+
+
+def register_alt_text(shell: Any = None) -> bool:
+    """Attach :func:`figure_alt_text` to every matplotlib figure IPython displays.
+
+    Registers a mime-bundle formatter for ``matplotlib.figure.Figure`` that returns no
+    data, only metadata; the inline backend's PNG formatter still draws the figure. Does
+    nothing outside IPython. Returns whether it registered.
+    """
+    if shell is None:
+        try:
+            from IPython import get_ipython  # noqa: PLC0415
+        except ImportError:
+            return False
+        shell = get_ipython()
+    if shell is None:
+        return False
+    formatter = shell.display_formatter.mimebundle_formatter
+    formatter.for_type_by_name("matplotlib.figure", "Figure", _alt_metadata)
+    return True

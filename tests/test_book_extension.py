@@ -1,0 +1,86 @@
+"""book/_ext/attn_edu_book.py, the parts that need no book build: figures deferred with a
+text alternative, icons inlined, math typeset by KaTeX (the browser test checks the pages)."""
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("sphinx")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def ext():
+    spec = importlib.util.spec_from_file_location("attn_edu_book_ext", ROOT / "book" / "_ext" / "attn_edu_book.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _figure_html(fig) -> str:
+    from attn_edu import notebook
+
+    renderer = notebook._make_renderer_class()()
+    return renderer.to_mimebundle(fig.to_plotly_json())["text/html"]
+
+
+def test_a_figure_script_waits_for_figures_js_and_the_figure_gets_a_text_alternative(ext):
+    go = pytest.importorskip("plotly.graph_objects")
+    fig = go.Figure(go.Heatmap(z=[[1, 2], [3, 4]]), layout={"title": {"text": "Weights"}})
+    body, n = ext._defer_figures("<p>text</p>" + _figure_html(fig), "page")
+    assert n == 1
+    assert '<script type="text/javascript">' not in body  # the browser does not run it...
+    script = re.search(r'<script type="text/x-attn-edu-plotly" data-div="(attn-edu-plotly-\w+)">', body)
+    assert script and f'<div id="{script.group(1)}" class="plotly-graph-div"' in body  # ...figures.js does
+    assert 'role="figure" aria-label="Interactive figure: Weights. It shows heatmap."' in body
+
+
+def test_a_trace_type_outside_the_bundle_is_a_build_warning(ext, monkeypatch):
+    go = pytest.importorskip("plotly.graph_objects")
+    warnings = []
+    monkeypatch.setattr(ext.logger, "warning", lambda msg, *args: warnings.append(msg % args))
+    ext._defer_figures(_figure_html(go.Figure(go.Scatter3d(x=[1], y=[1], z=[1]))), "ch")
+    assert warnings and "['scatter3d']" in warnings[0]
+    warnings.clear()
+    ext._defer_figures(_figure_html(go.Figure([go.Bar(y=[1]), go.Scatter(y=[1])])), "ch")
+    assert warnings == []
+
+
+def test_the_vendored_plotly_bundle_is_the_plotly_js_of_the_installed_plotly(ext):
+    pytest.importorskip("plotly")
+    vendored = ext._js_version(ROOT / "book" / "_static" / ext.PLOTLY_STATIC)
+    assert vendored and vendored == ext._js_version(ext.plotly_js_source())
+    assert ext.plotly_bundle() == ext.PLOTLY_STATIC
+
+
+def test_font_awesome_icons_become_inline_svg(ext):
+    # as in fontawesome.js: each pack's icons, then its registration call (brands, regular, solid)
+    js = ('var b={github:[496,512,[],"f09b","M165 1z"]};d("fab",b);var r={};d("far",r);'
+          'var s={bars:[448,512,[],"f0c9","M0 96z"],"magnifying-glass":[512,512,[128269],"f002","M416 208z"]};'
+          'd("fas",s);d("fas",s);')
+    icons = ext._fontawesome_icons(js)
+    assert set(icons) == {("brands", "github"), ("solid", "bars"), ("solid", "magnifying-glass")}
+    page = ('<head><script defer src="../_static/scripts/fontawesome.js?digest=1"></script></head>'
+            '<i class="theme-switch fa-solid fa-bars fa-lg" data-mode="light"></i>'
+            '<span class="fab fa-github"></span>')
+    new, done = ext._inline_icons(page, icons)
+    assert done and "<i " not in new and "<span" not in new
+    assert ('<svg class="theme-switch fa-solid fa-bars fa-lg svg-inline--fa" data-mode="light" '
+            'aria-hidden="true"') in new and 'viewBox="0 0 448 512"' in new
+    assert 'd="M165 1z"' in new
+    assert ext._FA_SCRIPT_RE.sub("", new).startswith("<head></head>")
+    _, done = ext._inline_icons('<i class="fa-solid fa-unknown-icon"></i>', icons)
+    assert not done  # then the page keeps fontawesome.js
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+def test_katex_typesets_at_build_time_and_reports_what_it_cannot(ext):
+    out = ext.katex_render([(r"\sqrt{d_k}", False), (r"\begin{align}a &= b\\ c &= d\end{align}", True),
+                            (r"\frac{1}{", False)])
+    assert 'class="katex"' in out[0]["html"] and "<math" in out[0]["html"]  # MathML for readers
+    assert 'class="katex-display"' in out[1]["html"]
+    assert "error" in out[2]
