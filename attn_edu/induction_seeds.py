@@ -29,13 +29,13 @@ def recorded_induction_seeds() -> List[Dict[str, object]]:
 
 def induction_study(seed: int, num_heads: int = 2, steps: int = 400, d_model: int = 32,
                     vocab: int = 32, seq_len: int = 24) -> Dict[str, object]:
-    """Train chapter 07's two-layer :class:`AttentionOnlyLM` with ``seed`` and describe
+    """Train chapter 07's two-layer :class:`~attn_edu.tiny_transformer.AttentionOnlyLM` with ``seed`` and describe
     what it learned, as plain numbers (for the per-seed table in chapter 07).
 
-    Returns ``seed``, ``num_heads``, ``accuracy`` (:func:`copy_accuracy` on 1000 held-out
+    Returns ``seed``, ``num_heads``, ``accuracy`` (:func:`~attn_edu.tiny_transformer.copy_accuracy` on 1000 held-out
     sequences), per layer and head the ``previous_token``, ``duplicate_token`` and
     ``induction`` scores and ``ablated`` (accuracy with that head silenced), the ``roles``
-    of the layer-0 heads (:func:`layer0_role`) and, with two or more heads,
+    of the layer-0 heads (:func:`~attn_edu.tiny_transformer.layer0_role`) and, with two or more heads,
     ``ablated_layer1_all`` (accuracy with every layer-1 head silenced).
     """
     torch.manual_seed(seed)

@@ -400,7 +400,7 @@ def launch_config(block_q: int, block_k: int, d: int, precision: str,
     """(rows per program, keys per tile, num_warps, num_stages) the launcher uses for a
     ``block_q`` x ``block_k`` tile at head dim ``d`` (the larger of d_k, d_v) on a GPU of
     ``capability`` (None: no limit) with inputs of ``dtype_bytes``: the tile itself with
-    :func:`_default_warps` and 3 stages; exact float32 ``IEEE_ROWS`` rows at a time; before
+    ``_default_warps`` and 3 stages; exact float32 ``IEEE_ROWS`` rows at a time; before
     Hopper at d > 64 at most ``AMPERE_D128_ROWS`` rows, with 8 warps. A program takes a slice of a row block and
     the row block's tile lists: the tiles stay the plan's."""
     if precision == "ieee":

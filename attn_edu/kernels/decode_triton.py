@@ -398,7 +398,7 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
             tolerance of each.
 
     No host synchronisation: nothing is read back from the GPU (``seqlens`` included, see
-    :func:`check_decode_inputs`), and the only buffers the launcher fills are those the
+    :func:`~attn_edu.kernels.decode_triton.check_decode_inputs`), and the only buffers the launcher fills are those the
     kernels write completely, so a call can be captured in a CUDA graph.
 
     Returns ``out`` (B, H_q, L_q, d_v) in the input dtype (and ``lse``). Forward only.

@@ -513,7 +513,7 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, Lse, Delta,
 #: The forward's search space on a GPU of compute capability 8.0 or newer (BLOCK_M,
 #: BLOCK_N, num_warps, num_stages), the one of Triton's fused-attention tutorial:
 #: BLOCK_M in {64, 128}, BLOCK_N in {32, 64, 128}, 2-4 stages, 4 or 8 warps (36 in all).
-#: :func:`forward_configs` prunes it to at most 12 per GPU and head dimension.
+#: :func:`~attn_edu.kernels.flash_triton.forward_configs` prunes it to at most 12 per GPU and head dimension.
 FWD_CONFIGS_CUDA = [(bm, bn, w, s) for bm in (64, 128) for bn in (32, 64, 128)
                     for w in (4, 8) for s in (2, 3, 4)]
 #: (BLOCK_M, BLOCK_N, num_warps) that spill registers at head dimension 128 on sm_80 and
@@ -565,7 +565,7 @@ BWD_BLOCK_M_CUDA, BWD_BLOCK_N_CUDA, BWD_WARPS_CUDA, BWD_STAGES_CUDA = 32, 64, 4,
 #: Tried in order (BLOCK_M, BLOCK_N, num_warps, num_stages), the first that fits the GPU's
 #: shared memory is used. The second is for GPUs with 64 KiB per block (a T4) and head
 #: dimension 128, where the first needs ~100 KiB in float32 and ~80 KiB in float16; from
-#: compute capability 8.0 on the first always fits (:func:`backward_configs`).
+#: compute capability 8.0 on the first always fits (:func:`~attn_edu.kernels.flash_triton.backward_configs`).
 BWD_CONFIGS_CUDA = [
     (BWD_BLOCK_M_CUDA, BWD_BLOCK_N_CUDA, BWD_WARPS_CUDA, BWD_STAGES_CUDA),
     (16, 32, 4, 1),
@@ -607,7 +607,7 @@ def atomic_backward_configs(capability: Tuple[int, int], head_dim: int = 64, pre
     product has BLOCK_M rows and wgmma needs 64) with no spills at d = 64 and 128; then
     32 x 64 for GPUs with less shared memory. From 8.0, 32 x 64 with 8 warps (4 spill at
     d = 64 and 128 on sm_80), then the small tile; before 8.0 and for ``precision="ieee"``
-    the two-kernel list (:func:`backward_configs`)."""
+    the two-kernel list (:func:`~attn_edu.kernels.flash_triton.backward_configs`)."""
     cap = tuple(capability)
     if precision == "ieee" or cap < (8, 0):
         return backward_configs(cap, head_dim, precision)
@@ -689,7 +689,7 @@ def _device_shared_memory() -> Optional[int]:
 
 
 def _prune_fwd_configs(configs, named_args, **kwargs):
-    """Keep the configurations of :func:`forward_configs` for the GPU, head dim and dtype in use."""
+    """Keep the configurations of :func:`~attn_edu.kernels.flash_triton.forward_configs` for the GPU, head dim and dtype in use."""
     args = {**named_args, **kwargs}
     head_dim = max(args.get("HEAD_DK", 64), args.get("HEAD_DV", 64))
     q = args.get("Q")
@@ -1101,9 +1101,9 @@ def triton_attention_forward(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool
             never autotuned. The rule and the tolerances:
             ``attn_edu.kernels._targets.input_precision``.
         config: launch the forward with this (BLOCK_M, BLOCK_N, num_warps, num_stages),
-            or a dict :func:`chosen_forward_config` returned, instead of autotuning: the
+            or a dict :func:`~attn_edu.kernels.flash_triton.chosen_forward_config` returned, instead of autotuning: the
             way to get the same bits in another process (the interpreter uses only the two
-            block sizes). Default None: autotuned (:func:`forward_configs`), except for
+            block sizes). Default None: autotuned (:func:`~attn_edu.kernels.flash_triton.forward_configs`), except for
             exact float32.
 
     Returns:
@@ -1134,7 +1134,7 @@ def triton_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] =
     ``"atomic_dq"`` (one kernel, dQ added with float32 atomics: two matmuls fewer per
     tile pair, a float32 dQ buffer, and dQ's last bits may change from run to run).
     ``precision`` and ``config`` as in :func:`triton_attention_forward` (the backward's
-    configurations are fixed per GPU, :func:`backward_configs`, never autotuned; float32
+    configurations are fixed per GPU, :func:`~attn_edu.kernels.flash_triton.backward_configs`, never autotuned; float32
     gradients always use exact products, ``BACKWARD_FLOAT32``).
 
     What is deterministic, exactly: on one GPU with one Triton version, the forward with a
@@ -1161,7 +1161,7 @@ def aot_kernels() -> list:
     """This file's kernels as ``AotKernel`` (``attn_edu/kernels/_shared.py``) records: what
     ``python -m attn_edu.kernels.report`` compiles for sm_75 / sm_80 / sm_90a without a GPU
     (the forward with the autotuner's configurations for the target and precision, or
-    exact float32's one, both backward kernels with :func:`backward_configs`, and the dK/dV kernel once more with the atomic
+    exact float32's one, both backward kernels with :func:`~attn_edu.kernels.flash_triton.backward_configs`, and the dK/dV kernel once more with the atomic
     dQ of ``backward="atomic_dq"``; non-causal, same d for q, k and v; the forward
     with TMA descriptors from ``TMA_MIN_CAPABILITY`` on, as the launcher picks for
     contiguous tensors)."""
