@@ -18,6 +18,7 @@ from .tiny_transformer import (AttentionOnlyLM, ablate_heads, copy_accuracy, ind
 
 __all__ = ["INDUCTION_SEEDS", "induction_study", "recorded_induction_seeds"]
 
+#: the recorded study of seeds 0-9 (``python scripts/induction_seeds.py`` regenerates it)
 INDUCTION_SEEDS = Path(__file__).resolve().parent / "data" / "induction" / "seeds.json"
 
 

@@ -554,6 +554,8 @@ FWD_CONFIGS_PRE_AMPERE = [
 #: one for both backward kernels, never autotuned: autotuning would compile several slow,
 #: spilling kernels one after another on the first call.
 IEEE_FORWARD_CONFIG = (32, 16, 8, 1)
+#: the one (BLOCK_M, BLOCK_N, num_warps, num_stages) of both backward kernels for float32,
+#: which the backward always computes exactly (``BACKWARD_FLOAT32``)
 IEEE_BACKWARD_CONFIG = (16, 16, 2, 1)
 #: Under TRITON_INTERPRET=1 every block is a NumPy call, so the blocks are small and fixed
 #: and tests with L = 65 or 129 still cross several blocks and a ragged last one.
