@@ -42,7 +42,7 @@ from typing import Any, List, Optional, Tuple, Union
 import numpy as np
 
 from . import _checks
-from .masks import causal_block, causal_offset
+from .masks import causal_block, causal_offset_or_none
 from .masks.tiles import mask_tile, plan_tiles, row_block_tiles, tile_bounds, unpack_plan
 from .reference import prepare_inputs
 
@@ -150,7 +150,7 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
     lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
     dt = q.dtype.type
     scale, neg_inf = dt(s), dt(-np.inf)
-    offset = None if align is None else causal_offset(lq, lk, align)
+    offset = causal_offset_or_none(lq, lk, align)
     # Causality's tiles are known up front; a mask's are worked out strip by strip inside
     # each row block (so on every core, and while that strip of the mask is in cache).
     if plan is not None:  # built once by plan_tiles: nothing left to work out (read only)

@@ -21,7 +21,7 @@ import torch
 
 from . import _checks
 from .flash import TileRecord, pack_outputs
-from .masks import causal_block, causal_offset
+from .masks import causal_block, causal_offset_or_none
 from .masks.tiles import mask_tile, plan_tiles, tile_bounds, unpack_plan
 from .reference_torch import prepare_inputs
 
@@ -64,7 +64,7 @@ def flash_attention(
     computed, partial = merged.computed, merged.partial  # (nq, nk)
     if mask is not None and mask.dim() < 2:
         mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape))
-    offset = None if align is None else causal_offset(lq, lk, align)
+    offset = causal_offset_or_none(lq, lk, align)
     dev, dtype = q.device, q.dtype
     kt = k.transpose(-1, -2)  # (..., Dk, Lk)
     outs, lses = [], []

@@ -50,7 +50,7 @@ from torch import Tensor
 
 from .. import _checks
 from ..decoding.split_kv import chunk_size
-from ..masks import causal_offset
+from ..masks import causal_offset_or_none
 from ..reference_torch import require_tensor
 from . import _interpret, _targets
 from ._shared import LN2, LOG2E, padded_head_dim
@@ -432,7 +432,7 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
     extra = {} if capability is None else dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     _split_kernel[(B * HKV, num_splits, row_blocks)](
         q, k, v, lens, o_part, m_part, l_part, *q.stride(), *k.stride(), *v.stride(),
-        HKV, LQ, LK, 0 if align is None else causal_offset(LQ, LK, align), chunk, num_splits, s * LOG2E.value,
+        HKV, LQ, LK, causal_offset_or_none(LQ, LK, align) or 0, chunk, num_splits, s * LOG2E.value,
         GROUP=group, HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
         BLOCK_M=block_m, BLOCK_N=cfg.block_k, CAUSAL=align is not None,
         BOTTOM_RIGHT=align == "bottom_right", HAS_SEQLENS=seqlens is not None,

@@ -72,7 +72,7 @@ import torch
 from torch import Tensor
 
 from .. import _checks
-from ..masks import TilePlan, causal_offset
+from ..masks import TilePlan, causal_offset_or_none
 from ..reference_torch import require_tensor
 from . import _interpret, _targets
 from ._shared import LN2, LOG2E, AotKernel, kernel_text, launch_grid, padded_head_dim
@@ -919,7 +919,7 @@ def chosen_forward_config(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, s
 
 def _offset(align: Optional[str], lq: int, lk: int) -> int:
     """The kernels' CAUSAL_OFFSET: :func:`attn_edu.masks.causal_offset`, 0 when not causal."""
-    return 0 if align is None else causal_offset(lq, lk, align)
+    return causal_offset_or_none(lq, lk, align) or 0
 
 
 def tma_compatible(*tensors: Tensor) -> bool:

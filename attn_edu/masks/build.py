@@ -19,6 +19,7 @@ from .._checks import broadcast_shapes, check_causal, check_length, check_positi
 __all__ = [
     "CausalMask",
     "causal_offset",
+    "causal_offset_or_none",
     "causal_block",
     "causal_mask",
     "padding_mask",
@@ -76,6 +77,15 @@ def causal_offset(lq: int, lk: int, alignment: Union[bool, str] = "top_left") ->
         raise ValueError(f"alignment must be 'top_left', 'bottom_right' or True; got {alignment!r}")
     lq, lk = check_length("lq", lq), check_length("lk", lk)
     return 0 if align == "top_left" else lk - lq
+
+
+def causal_offset_or_none(lq: int, lk: int, alignment: Optional[str]) -> Optional[int]:
+    """:func:`causal_offset` for an already-checked alignment, ``None`` when not causal.
+
+    The tiled loops and the tile plan read ``None`` as "no causal diagonal"; the Triton
+    launchers pass ``causal_offset_or_none(...) or 0`` (the kernel ignores it when not causal).
+    """
+    return None if alignment is None else causal_offset(lq, lk, alignment)
 
 
 def causal_block(r0: int, r1: int, c0: int, c1: int, offset: int, device: Any = None):

@@ -27,7 +27,7 @@ from typing import Any, Callable, Hashable, Optional, Tuple, Union
 import numpy as np
 
 from .._checks import check_causal, check_length, check_mask, check_positive_int, is_torch_tensor
-from .build import causal_block, causal_offset
+from .build import causal_block, causal_offset, causal_offset_or_none
 
 __all__ = [
     "DEFAULT_BLOCK_Q",
@@ -340,7 +340,7 @@ def plan_tiles(mask: Any = None, block_q: int = DEFAULT_BLOCK_Q, block_k: int = 
     lq, lk = check_length("lq", lq), check_length("lk", lk)
     if host is not None:
         check_mask(host, host.shape[:-2] + (lq, lk))  # the mask fits the lengths
-    offset = None if align is None else causal_offset(lq, lk, align)
+    offset = causal_offset_or_none(lq, lk, align)
     if host is not None:
         computed, full = _mask_tiles(host, lq, lk, block_q, block_k, offset)
     elif offset is not None:
