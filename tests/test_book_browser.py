@@ -219,6 +219,19 @@ def _page_file(name: str) -> str:
     return f"{name}.html"
 
 
+def _settled_box(page, element, tries: int = 20) -> dict:
+    """The element's box once it stops moving: sections that come into view are laid out
+    then (``content-visibility: auto`` in book.css), which can move what is below them."""
+    box = element.bounding_box()
+    for _ in range(tries):
+        page.wait_for_timeout(100)
+        again = element.bounding_box()
+        if again == box:
+            break
+        box = again
+    return box
+
+
 @pytest.mark.parametrize("name", PAGES)
 def test_page_renders_offline(name: str, server: str, browser, built_book: Path) -> None:
     path = built_book / _page_file(name)
@@ -330,7 +343,7 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
                 continue
             n_steps = page.evaluate("d => d.layout.sliders[0].steps.length", div)
             rail.scroll_into_view_if_needed()
-            box = rail.bounding_box()
+            box = _settled_box(page, rail)
             page.mouse.click(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
             page.wait_for_timeout(800)
             active = page.evaluate("d => d.layout.sliders[0].active", div)

@@ -84,3 +84,23 @@ def test_katex_typesets_at_build_time_and_reports_what_it_cannot(ext):
     assert 'class="katex"' in out[0]["html"] and "<math" in out[0]["html"]  # MathML for readers
     assert 'class="katex-display"' in out[1]["html"]
     assert "error" in out[2]
+
+
+def test_the_themes_tab_stop_pass_is_made_lazy_and_code_starts_focusable(ext, tmp_path):
+    theme = pytest.importorskip("pydata_sphinx_theme")
+    # the theme's own built script, as Sphinx copies it to _static/scripts/
+    src = Path(theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static" / ext.THEME_JS
+    js = tmp_path / "theme.js"
+    shutil.copy(src, js)
+    assert ext._patch_theme_tab_stops(js), "the installed theme's tab-stop code changed: update _THEME_TAB_STOP"
+    text = js.read_text(encoding="utf-8")
+    assert ext._THEME_TAB_STOP not in text and text.count("window.attnEduTabStop") == 2
+    assert ext._patch_theme_tab_stops(js) and js.read_text(encoding="utf-8") == text  # idempotent
+    other = tmp_path / "other.js"
+    other.write_text("function f(){}", encoding="utf-8")
+    assert not ext._patch_theme_tab_stops(other) and not ext._patch_theme_tab_stops(tmp_path / "absent.js")
+    body = ('<pre><span>x</span></pre><pre id="c" tabindex="-1">y</pre><prefix>'
+            '<div class="pst-scrollable-table-container"><table></table></div>')
+    assert ext._focusable_code(body) == (
+        '<pre tabindex="0"><span>x</span></pre><pre id="c" tabindex="-1">y</pre><prefix>'
+        '<div class="pst-scrollable-table-container" tabindex="0"><table></table></div>')

@@ -350,6 +350,40 @@ def _inline_icons(text: str, icons: dict) -> tuple[str, bool]:
     return _FA_ICON_RE.sub(swap, text), all_done
 
 
+# --------------------------------------------------------------------------- tab stops
+THEME_JS = "scripts/pydata-sphinx-theme.js"
+#: The theme's ``addTabStopsToScrollableElements`` measures every code block and output of
+#: the page on ``load`` (and again after every change to the article) to make the scrollable
+#: ones keyboard-focusable: reading ``scrollWidth`` lays out the whole page at once, which
+#: on a chapter page is most of the main-thread time a phone spends at load, and lays out the
+#: sections that ``book.css`` lets the browser skip until they come near. The patch keeps the
+#: rule (a scrollable block gets ``tabIndex = 0``, others ``-1``) but measures a block when it
+#: comes within a screen of the viewport; until then a ``<pre>`` keeps the ``tabindex="0"``
+#: that :func:`_page_context` gives it, so the keyboard can reach every block from the start.
+_THEME_TAB_STOP = "e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1"
+_LAZY_TAB_STOP = (
+    "(window.attnEduTabStop||(window.attnEduTabStop=(()=>{"
+    "const m=t=>{t.tabIndex=t.scrollWidth>t.clientWidth||t.scrollHeight>t.clientHeight?0:-1},"
+    "near=new Set,seen=new WeakSet,"
+    "io=new IntersectionObserver(es=>{for(const x of es){if(x.isIntersecting){near.add(x.target);"
+    "m(x.target)}else near.delete(x.target)}},{rootMargin:\"100% 0px\"});"
+    "return t=>{if(!seen.has(t)){seen.add(t);io.observe(t)}else if(near.has(t))m(t)}})()))(e)"
+)
+
+
+def _patch_theme_tab_stops(path: Path) -> bool:
+    """Make the theme's tab-stop pass lazy (see above); False when its code was not found."""
+    if not path.is_file():
+        return False
+    text = path.read_text(encoding="utf-8")
+    if "window.attnEduTabStop" in text:
+        return True
+    if text.count(_THEME_TAB_STOP) != 1:
+        return False
+    path.write_text(text.replace(_THEME_TAB_STOP, _LAZY_TAB_STOP), encoding="utf-8")
+    return True
+
+
 _SEARCH_SCRIPT_RE = re.compile(r'<script src="([^"]*(?:searchindex|searchtools|language_data)\.js)">')
 _MATHJAX_TAG_RE = re.compile(r'\s*<script[^>]*src="[^"]*_static/mathjax/[^"]*"></script>'
                              r'|\s*<script>window\.MathJax = .*?</script>', re.S)
@@ -362,6 +396,9 @@ def _finish_pages(app: Sphinx, exception: Exception | None) -> None:
     if exception is not None or app.builder is None or app.builder.format != "html":
         return
     out = Path(app.outdir)
+    if not _patch_theme_tab_stops(out / "_static" / THEME_JS):
+        logger.warning("[attn_edu_book] the theme's tab-stop code was not found in %s: every "
+                       "page lays itself out at once on load (update _THEME_TAB_STOP)", THEME_JS)
     js = out / "_static" / FONTAWESOME_JS
     icons = _fontawesome_icons(js.read_text(encoding="utf-8")) if js.is_file() else {}
     for page in out.rglob("*.html"):
@@ -421,6 +458,14 @@ def _defer(js: Any) -> None:
     attrs["defer"] = "defer"
 
 
+def _focusable_code(body: str) -> str:
+    """Every ``<pre>`` and wide-table box starts as a tab stop (the theme's lazy pass drops
+    those that turn out not to scroll when they come near)."""
+    body = re.sub(r"<pre(?=[ >])(?![^>]*\btabindex=)", '<pre tabindex="0"', body)
+    return body.replace('<div class="pst-scrollable-table-container">',
+                        '<div class="pst-scrollable-table-container" tabindex="0">')
+
+
 def _lazy_images(body: str) -> str:
     """Every image of the page but the first loads when it comes near the viewport."""
     seen = 0
@@ -447,6 +492,7 @@ def _page_context(
         body = body.replace(_COLAB_SLOT, link)
     body = body.replace('role="doc-biblioentry"', 'role="listitem"')
     body = _lazy_images(body)
+    body = _focusable_code(body)
     if WIDGET_VIEW in body:
         logger.warning("[attn_edu_book] %s: an ipywidgets view is on the page, whose controls "
                        "cannot do anything without a kernel (give it a text/html stand-in)",
