@@ -30,7 +30,8 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _checks, precision
-from .._checks import is_torch_tensor, uses_torch
+from .._call import attention_call
+from .._checks import is_torch_tensor
 from ..flash import flash_attention
 
 __all__ = ["chunk_size", "split_bounds", "split_waves", "split_kv_attention", "merge_partials"]
@@ -183,23 +184,11 @@ def split_kv_attention(
     errors. NumPy arrays or torch tensors (any device), computed in the input dtype.
     Explained in chapter 13.
     """
-    torch_like = uses_torch(q=q, k=k, v=v)
-    if torch_like:
-        from ..reference_torch import prepare_inputs as prepare_torch
-
-        q, k, v, batch, align, s = prepare_torch(q, k, v, mask, causal, scale, enable_gqa)
-    else:
-        from ..reference import prepare_inputs
-
-        q, k, v, mask, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
+    call = attention_call(q, k, v, mask, causal, scale, enable_gqa)  # every check, once
+    q, k, v, mask, kind, align = call.q, call.k, call.v, call.mask, call.mask_kind, call.align
+    torch_like, batch, s = call.torch_like, call.batch, call.scale
     num_splits = _checks.check_length("num_splits", num_splits, minimum=1)
     lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
-    kind = None
-    if mask is not None:
-        # dtype, shape, float values (before causality hides any of them), causal given twice
-        kind = _checks.check_mask(mask, tuple(batch) + (lq, lk), align)
-        if not torch_like:
-            mask = np.asarray(mask)
     mask = _with_causal(mask, kind, align, lq, lk, torch_like, getattr(q, "device", None))
     outs, lses = [], []
     for c0, c1 in split_bounds(lk, num_splits):
