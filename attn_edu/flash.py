@@ -40,7 +40,7 @@ from typing import Any, List, Optional, Union
 
 import numpy as np
 
-from ._call import TileRecord, attention_call, pack_outputs
+from ._call import AttentionCall, TileRecord, attention_call, pack_outputs
 from .masks import causal_block, causal_offset_or_none
 from .masks.tiles import mask_tile, plan_checked, row_block_tiles, tile_bounds
 
@@ -251,12 +251,14 @@ def flash_attention(
     """
     call = attention_call(q, k, v, mask, causal, scale, enable_gqa, tiled=True,
                           block_q=block_q, block_k=block_k)  # every check, once
+    return pack_outputs(*flash_loop(call, return_trace, return_lse), return_lse, return_trace)
+
+
+def flash_loop(call: AttentionCall, return_trace: bool = False, return_lse: bool = False):
+    """The tiled loop on a checked call, NumPy or torch: ``(out, lse or None, trace)``; checks nothing again."""
     if call.torch_like:
         from . import flash_torch
 
-        out, lse, trace = flash_torch.flash_loop(call, return_trace, return_lse)
-    else:
-        out, lse, trace = _flash_numpy(call.q, call.k, call.v, call.mask, call.mask_kind, call.align,
-                                       call.scale, call.block_q, call.block_k, call.batch,
-                                       return_trace, return_lse, call.plan)
-    return pack_outputs(out, lse, trace, return_lse, return_trace)
+        return flash_torch.flash_loop(call, return_trace, return_lse)
+    return _flash_numpy(call.q, call.k, call.v, call.mask, call.mask_kind, call.align, call.scale,
+                        call.block_q, call.block_k, call.batch, return_trace, return_lse, call.plan)

@@ -192,6 +192,26 @@ def test_one_public_call_runs_each_check_once_and_copies_the_mask_at_most_once(m
     assert len(copies) <= 1, f"the mask was copied {len(copies)} times: {copies}"
 
 
+@pytest.mark.parametrize("torch_like", [False, True], ids=["numpy", "torch"])
+def test_split_kv_checks_its_attention_arguments_once(monkeypatch, torch_like):
+    """Four chunks through the tiled loop, one check of the arguments. The merge of the
+    partials (``precision.merge_softmax_stats``, a public function of its own) still asks
+    "NumPy or torch?" of each pair of partials it merges: 1 + (4 - 1) ``uses_torch``."""
+    if torch_like:
+        pytest.importorskip("torch")
+    from attn_edu.decoding import split_kv_attention
+
+    q, k, v, mask = _inputs(torch_like)
+    mask = mask.float().log() if torch_like else mask  # a float mask on the torch side
+    with counted_checks(monkeypatch) as counts, counted_mask_copies(monkeypatch, mask) as copies:
+        split_kv_attention(q, k, v, 4, mask=mask, causal="bottom_right")
+    assert counts.pop("uses_torch") == 1 + 3
+    repeated = {name: n for name, n in counts.items() if n != 1}
+    assert not repeated, f"checks run more than once in one call: {repeated} (all: {dict(counts)})"
+    assert counts["check_mask"] == counts["check_causal"] == counts["check_length(num_splits)"] == 1
+    assert len(copies) <= 1, copies
+
+
 def test_the_instrument_sees_a_repeated_check(monkeypatch):
     """The counter can fail: a second check inside the call is seen."""
     q, k, v, _ = _inputs(False)
