@@ -43,11 +43,16 @@ Conventions (one home per concept):
 * **Names.** ``__all__`` of a module is its public API, the one the chapters use and the
   API page documents. Other names without a leading underscore are shared between
   attn_edu's modules; a leading underscore means "this file only", and an underscore
-  module (``_checks``, ``_backend``, ``kernels._interpret``, ``kernels._shared``) is
+  module (``_checks``, ``_call``, ``_backend``, ``kernels._interpret``, ``kernels._shared``) is
   internal to the package. Python signatures and command-line flags call the tile
   ``block_q`` x ``block_k`` (``--block-q``, ``--block-k``); ``BLOCK_M`` / ``BLOCK_N`` appear
   only inside Triton kernels. The default tile is 64 x 64
   (``masks.DEFAULT_BLOCK_Q``, ``masks.DEFAULT_BLOCK_K``).
+* **One front door per call.** A public attention function checks and normalises its
+  arguments once (``_call.attention_call``) into a frozen ``_call.AttentionCall``, and
+  everything below it trusts that value. What the NumPy and torch twins share lives one
+  floor below both (``_call``), so no module imports its own twin back: the package's
+  import graph has no cycle.
 * **One home per rule.** Argument checks and the positive-integer check
   (``_checks.check_positive_int``), the mask checks including "no NaN or +inf in a
   float mask" (``_checks.check_mask``): ``_checks``. The causal offset ``L_k - L_q``:
@@ -135,6 +140,12 @@ def setup_notebook(plotly: bool = True) -> str:
     return _setup(plotly=plotly)
 
 
+# Why the flags are computed by a module ``__getattr__`` (PEP 562) rather than set as plain
+# constants here: HAS_TORCH has to import torch to be honest (a broken install counts as
+# absent) and HAS_CUDA initialises CUDA, so plain constants would make every
+# ``import attn_edu`` pay for torch (seconds) even in the NumPy-only chapters. Computed on
+# first access, each flag is paid for only by the code that reads it, and is then stored
+# in the module's globals: from the second read on it is an ordinary attribute.
 def __getattr__(name: str):  # PEP 562: computed once, on first access
     if name in _FLAGS:
         value = _FLAGS[name]()

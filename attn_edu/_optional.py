@@ -10,6 +10,14 @@ then raises ``ModuleNotFoundError`` (an ``ImportError``) that names the package,
 needs it and the pip command. Everywhere else it stays silent: imports from other code,
 ``importlib.util.find_spec`` (which keeps returning ``None``, so ``attn_edu.HAS_TORCH``
 and friends are unchanged) and packages that are installed.
+
+Why a finder on ``sys.meta_path`` rather than the plain form, a ``try: import torch
+except ImportError: raise ...`` at each import: attn_edu imports its optional packages in
+about 140 places in 44 files, most of them inside functions (so ``import attn_edu`` stays
+NumPy-only). Wrapping each would repeat the message 140 times, and one forgotten wrapper
+gives the reader the bare error again. The finder is the one place that sees every such
+import; it costs nothing while the packages are installed (it is asked only after every
+real finder has failed), and it stays out of any import that is not attn_edu's own.
 """
 from __future__ import annotations
 

@@ -36,68 +36,15 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any, List, Optional, Union
 
 import numpy as np
 
-from . import _checks
+from ._call import AttentionCall, TileRecord, attention_call, pack_outputs
 from .masks import causal_block, causal_offset_or_none
-from .masks.tiles import mask_tile, plan_tiles, row_block_tiles, tile_bounds, unpack_plan
-from .reference import prepare_inputs
+from .masks.tiles import mask_tile, plan_checked, row_block_tiles, tile_bounds
 
 __all__ = ["TileRecord", "flash_attention"]
-
-
-@dataclass(frozen=True)
-class TileRecord:
-    """What one step of the tiled loop did, for teaching (``return_trace=True``).
-
-    Attributes:
-        q_block, k_block: tile indices (row block of queries, column block of keys).
-        q_rows, k_cols: the half-open ranges ``(start, stop)`` of query rows and key
-            columns the tile covers (the last tiles may be smaller than the blocks).
-        skipped: True when the mask or causality leaves the tile empty, so it was not
-            computed at all (``m``, ``l``, ``o`` are then the previous values).
-        masked: True when the element mask had to be applied (a partially allowed tile);
-            False for a fully allowed or a skipped tile.
-        m: running max of each query row *after* this tile, shape (..., rows).
-            ``-inf`` for rows that have seen no allowed key yet.
-        l: running sum ``sum_j exp(s_j - m)`` after this tile, shape (..., rows).
-        o: the **normalised** partial output ``A / l`` after this tile (0 where l = 0),
-            shape (..., rows, d_v): the attention output over the keys seen so far.
-            After the last tile of a row block it equals the final output rows.
-    """
-
-    q_block: int
-    k_block: int
-    q_rows: Tuple[int, int]
-    k_cols: Tuple[int, int]
-    skipped: bool
-    masked: bool
-    m: Any
-    l: Any
-    o: Any
-
-    @classmethod
-    def capture(cls, i: int, j: int, rows: Tuple[int, int], cols: Tuple[int, int], skipped: bool,
-                masked: bool, m: Any, l: Any, acc: Any) -> "TileRecord":
-        """A copy of the running statistics after tile (i, j), with ``o = acc / l`` (0 where
-        l = 0); NumPy arrays or torch tensors (detached)."""
-        if _checks.is_torch_tensor(acc):
-            m, l, acc = m.detach().clone(), l.detach().clone(), acc.detach()
-            denom = l.clone()
-            denom[denom == 0] = 1
-        else:
-            m, l = m.copy(), l.copy()
-            denom = np.where(l == 0, 1, l)
-        return cls(i, j, rows, cols, skipped, masked, m, l, acc / denom[..., None])
-
-
-def pack_outputs(out: Any, lse: Any, trace: list, return_lse: bool, return_trace: bool):
-    """``out``, or the tuple ``(out, lse)``, ``(out, trace)`` or ``(out, lse, trace)`` asked for."""
-    extras = ([lse] if return_lse else []) + ([trace] if return_trace else [])
-    return (out, *extras) if extras else out
 
 
 # ----------------------------------------------------------------------------- NumPy loop
@@ -157,7 +104,7 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
         merged = plan.merged()
         computed, partial = merged.computed, merged.partial
     else:
-        causal_plan = plan_tiles(lq=lq, lk=lk, block_q=block_q, block_k=block_k, causal=align or False)
+        causal_plan = plan_checked(None, lq, lk, block_q, block_k, align)
         computed, partial = causal_plan.computed.copy(), causal_plan.partial.copy()
     if mask is not None and mask.ndim < 2:
         mask = mask.reshape((1,) * (2 - mask.ndim) + mask.shape)
@@ -302,24 +249,16 @@ def flash_attention(
 
     Explained in chapter 09.
     """
-    if _checks.uses_torch(q=q, k=k, v=v):
+    call = attention_call(q, k, v, mask, causal, scale, enable_gqa, tiled=True,
+                          block_q=block_q, block_k=block_k)  # every check, once
+    return pack_outputs(*flash_loop(call, return_trace, return_lse), return_lse, return_trace)
+
+
+def flash_loop(call: AttentionCall, return_trace: bool = False, return_lse: bool = False):
+    """The tiled loop on a checked call, NumPy or torch: ``(out, lse or None, trace)``; checks nothing again."""
+    if call.torch_like:
         from . import flash_torch
 
-        return flash_torch.flash_attention(q, k, v, mask, causal, scale, block_q, block_k,
-                                           return_trace, return_lse, enable_gqa)
-    mask, plan, block_q, block_k = unpack_plan(mask, causal, block_q, block_k)
-    q, k, v, mask, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
-    lq, lk = q.shape[-2], k.shape[-2]
-    if plan is not None and (plan.lq, plan.lk) != (lq, lk):
-        raise ValueError(f"the TilePlan is for (L_q, L_k) = {(plan.lq, plan.lk)}; q and k give {(lq, lk)}")
-    kind = None
-    if mask is not None and plan is not None:  # checked when the plan was built
-        _checks.check_mask_shape(tuple(mask.shape), tuple(batch) + (lq, lk))
-        kind = _checks.check_mask_dtype(_checks.dtype_name(mask))
-    elif mask is not None:
-        kind = _checks.check_mask(mask, tuple(batch) + (lq, lk), align)
-    if mask is not None:
-        mask = np.asarray(mask)
-    out, lse, trace = _flash_numpy(q, k, v, mask, kind, align, s, block_q, block_k, batch,
-                                   return_trace, return_lse, plan)
-    return pack_outputs(out, lse, trace, return_lse, return_trace)
+        return flash_torch.flash_loop(call, return_trace, return_lse)
+    return _flash_numpy(call.q, call.k, call.v, call.mask, call.mask_kind, call.align, call.scale,
+                        call.block_q, call.block_k, call.batch, return_trace, return_lse, call.plan)

@@ -19,11 +19,9 @@ from typing import Any, List, Optional, Union
 
 import torch
 
-from . import _checks
-from .flash import TileRecord, pack_outputs
-from .masks import causal_block, causal_offset_or_none
-from .masks.tiles import mask_tile, plan_tiles, tile_bounds, unpack_plan
-from .reference_torch import prepare_inputs
+from ._call import AttentionCall, TileRecord, attention_call, pack_outputs
+from .masks import causal_block
+from .masks.tiles import mask_tile, plan_checked, tile_bounds
 
 __all__ = ["flash_attention"]
 
@@ -46,25 +44,27 @@ def flash_attention(
     ``mask`` may be a :class:`~attn_edu.masks.TilePlan` whose mask is a tensor on q's
     device (``plan_tiles(mask_tensor, ...)``), or a plan without a mask.
     """
-    mask, plan, block_q, block_k = unpack_plan(mask, causal, block_q, block_k)
-    q, k, v, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
+    call = attention_call(q, k, v, mask, causal, scale, enable_gqa, torch_like=True, tiled=True,
+                          block_q=block_q, block_k=block_k)  # every check, once
+    return pack_outputs(*flash_loop(call, return_trace, return_lse), return_lse, return_trace)
+
+
+def flash_loop(call: AttentionCall, return_trace: bool, return_lse: bool):
+    """The tiled loop on a checked torch call: ``(out, lse or None, trace)``; checks nothing again."""
+    q, k, v, mask, kind, align = call.q, call.k, call.v, call.mask, call.mask_kind, call.align
+    s, block_q, block_k, batch, plan = call.scale, call.block_q, call.block_k, call.batch, call.plan
     lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
-    kind = None
-    if mask is not None:
-        kind = _checks.check_mask(mask, tuple(batch) + (lq, lk), None if plan is not None else align)
-    if plan is not None:
-        if (plan.lq, plan.lk) != (lq, lk):
-            raise ValueError(f"the TilePlan is for (L_q, L_k) = {(plan.lq, plan.lk)}; q and k give {(lq, lk)}")
-    else:  # the layout is worked out on the host from the (small) boolean pattern
+    if plan is None:  # the layout is worked out on the host from the (small) boolean pattern
         host = None
         if mask is not None:
             host = (mask if kind == "bool" else ~torch.isneginf(mask.detach())).cpu().numpy()
-        plan = plan_tiles(host, block_q, block_k, align or False, lq=lq, lk=lk)
+            host = host.reshape((1,) * max(0, 2 - host.ndim) + host.shape)  # (..., Lq or 1, Lk or 1)
+        plan = plan_checked(host, lq, lk, block_q, block_k, align)
     merged = plan.merged()
     computed, partial = merged.computed, merged.partial  # (nq, nk)
     if mask is not None and mask.dim() < 2:
         mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape))
-    offset = causal_offset_or_none(lq, lk, align)
+    offset = call.offset
     dev, dtype = q.device, q.dtype
     kt = k.transpose(-1, -2)  # (..., Dk, Lk)
     outs, lses = [], []
@@ -115,4 +115,4 @@ def flash_attention(
     lse = None
     if return_lse:
         lse = torch.cat(lses, dim=-1) if lses else torch.zeros(tuple(batch) + (0,), dtype=dtype, device=dev)
-    return pack_outputs(out, lse, trace, return_lse, return_trace)
+    return out, lse, trace

@@ -28,7 +28,8 @@ from torch import Tensor, nn
 
 from . import _checks
 from .multihead import check_heads, check_mask_rank, check_mha_params, head_dim
-from .reference_torch import scaled_dot_product_attention
+from ._call import attention_call
+from .reference_torch import attend
 
 __all__ = ["KVCache", "MultiHeadAttention", "decode_with_cache", "torch_mha_reference"]
 
@@ -240,10 +241,9 @@ class MultiHeadAttention(nn.Module):
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)  # (B, Hkv, L_cache, dh) each
         # 3. attention; query head i uses key/value head i // (H // Hkv)
-        out, weights = scaled_dot_product_attention(
-            q, k, v, mask=mask, causal=align if align is not None else False,
-            return_weights=True, enable_gqa=True,
-        )  # out (B, H, Lq, dh), weights (B, H, Lq, Lk)
+        call = attention_call(q, k, v, mask, align, None, True, torch_like=True,
+                              align_checked=True)  # causal was read above, the rest is checked here
+        out, weights = attend(call, return_weights=True)  # out (B, H, Lq, dh), weights (B, H, Lq, Lk)
         # 4. merge heads, project out
         out = out.transpose(-3, -2).flatten(-2)  # (B, H, Lq, dh) -> (B, Lq, H, dh) -> (B, Lq, H*dh)
         out = self.out_proj(out)  # (B, Lq, H*dh) -> (B, Lq, d_model)

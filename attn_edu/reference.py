@@ -15,13 +15,13 @@ the stable softmax and why masks use -inf with an explicit rule rather than -1e9
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple, Union
+from typing import Optional, Union
 
 import numpy as np
 
 from . import _checks
-from ._backend import Ops
-from .masks import causal_mask
+from ._call import AttentionCall, attention_call, split_mask
+from ._call import prepare_mask  # noqa: F401  (linear attention's masks ask here)
 
 __all__ = ["softmax", "scaled_dot_product_attention"]
 
@@ -63,9 +63,15 @@ def softmax(x: ArrayLike, axis: int = -1, mask: Optional[np.ndarray] = None) -> 
             raise TypeError(f"softmax's mask must be boolean (True = keep); got dtype {mask.dtype}")
         if _checks.broadcast_shapes(mask.shape, x.shape) != x.shape:
             raise ValueError(f"mask of shape {mask.shape} does not broadcast to x of shape {x.shape}")
-        x = np.where(mask, x, -np.inf).astype(x.dtype, copy=False)
     if x.ndim == 0:
         raise ValueError("softmax needs at least one axis; got a 0-d input")
+    return _softmax(x, axis, mask)
+
+
+def _softmax(x: np.ndarray, axis: int, mask: Optional[np.ndarray]) -> np.ndarray:
+    """:func:`softmax` on checked arguments (a float array with an axis, a boolean mask or None)."""
+    if mask is not None:
+        x = np.where(mask, x, -np.inf).astype(x.dtype, copy=False)
     if x.shape[axis] == 0:
         return x.copy()
     m = np.max(x, axis=axis, keepdims=True)  # NaN if a kept entry is NaN; -inf if none kept
@@ -73,55 +79,6 @@ def softmax(x: ArrayLike, axis: int = -1, mask: Optional[np.ndarray] = None) -> 
     e = np.exp(x - m)
     total = np.sum(e, axis=axis, keepdims=True)
     return e / np.where(total == 0, 1, total)
-
-
-def prepare_inputs(q, k, v, mask, causal, scale, enable_gqa: bool = False):
-    """The argument handling every NumPy attention shares (this module, :mod:`attn_edu.flash`).
-
-    Checks dtypes, shapes, ``causal`` and ``scale`` in one order, so every implementation
-    gives the same error for the same mistake; repeats k and v for grouped-query
-    attention. Returns ``(q, k, v, mask, batch, align, scale)``: arrays, the mask as an
-    array (a :class:`~attn_edu.masks.CausalMask` keeps its alignment tag) or None, the
-    broadcast leading shape, the causal alignment (None, "top_left" or "bottom_right")
-    and the scale as a float. The mask itself is checked by :func:`prepare_mask`.
-    """
-    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
-    _checks.check_float_dtypes(q=q.dtype.name, k=k.dtype.name, v=v.dtype.name)
-    batch, group = _checks.check_qkv_shapes(q.shape, k.shape, v.shape, enable_gqa)
-    align = _checks.check_causal(causal)
-    s = _checks.check_scale(scale, q.shape[-1])
-    if group > 1:  # grouped-query: each k/v head serves `group` consecutive query heads
-        k = np.repeat(k, group, axis=-3)  # (..., Hq, Lk, Dk)
-        v = np.repeat(v, group, axis=-3)  # (..., Hq, Lk, Dv)
-    _checks.check_mask_kind(mask, torch_like=False)
-    if mask is not None:
-        mask = np.asanyarray(mask)  # keeps a CausalMask's alignment tag
-    return q, k, v, mask, batch, align, s
-
-
-def prepare_mask(mask, scores_shape: Tuple[int, ...], causal: Optional[str], device=None):
-    """The mask logic every attention shares: returns (allowed bool or None, additive or None).
-
-    Checks the mask (``attn_edu._checks.check_mask``), splits a float mask into what it
-    allows (not ``-inf``) and what it adds to the scores (0 where blocked, so no ``-inf``
-    enters the arithmetic), and intersects causality (:func:`attn_edu.masks.causal_mask`).
-    NumPy arrays, or torch tensors when ``device`` is given (the PyTorch twin passes q's
-    device, where the causal mask is built).
-    """
-    lq, lk = scores_shape[-2:]
-    ops = Ops(device is not None)
-    allowed = additive = None
-    if mask is not None:
-        if _checks.check_mask(mask, scores_shape, causal) == "bool":
-            allowed = mask
-        else:
-            allowed = ~ops.isneginf(mask)
-            additive = ops.where0(allowed, mask)  # -inf handled by `allowed`
-    if causal is not None:
-        tri = causal_mask(lq, lk, causal, device=device)  # (Lq, Lk)
-        tri = tri if device is not None else np.asarray(tri)
-        allowed = tri if allowed is None else (allowed & tri)
-    return allowed, additive
 
 
 def scaled_dot_product_attention(
@@ -155,20 +112,22 @@ def scaled_dot_product_attention(
 
     Explained in chapter 01 (the four steps), 03 (the softmax) and 05 (masks).
     """
-    if _checks.uses_torch(q=q, k=k, v=v):
+    call = attention_call(q, k, v, mask, causal, scale, enable_gqa)  # every check, once
+    if call.torch_like:
         from . import reference_torch
 
-        return reference_torch.scaled_dot_product_attention(
-            q, k, v, mask=mask, causal=causal, scale=scale,
-            return_weights=return_weights, enable_gqa=enable_gqa,
-        )
-    q, k, v, mask, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
-    scores_shape = tuple(batch) + (q.shape[-2], k.shape[-2])
-    allowed, additive = prepare_mask(mask, scores_shape, align)
+        return reference_torch.attend(call, return_weights)
+    return attend(call, return_weights)
 
-    scores = (q @ np.swapaxes(k, -1, -2)) * q.dtype.type(s)  # (..., Lq, Lk)
+
+def attend(call: AttentionCall, return_weights: bool = False):
+    """:func:`scaled_dot_product_attention` on a checked NumPy call (checks nothing again)."""
+    q, k, v = call.q, call.k, call.v
+    allowed, additive = split_mask(call.mask, call.mask_kind, call.lq, call.lk, call.offset)
+
+    scores = (q @ np.swapaxes(k, -1, -2)) * q.dtype.type(call.scale)  # (..., Lq, Lk)
     if additive is not None:
         scores = scores + additive.astype(q.dtype)
-    weights = softmax(scores, axis=-1, mask=allowed).astype(q.dtype, copy=False)  # (..., Lq, Lk)
+    weights = _softmax(scores, -1, allowed).astype(q.dtype, copy=False)  # (..., Lq, Lk)
     out = weights @ v  # (..., Lq, Dv)
     return (out, weights) if return_weights else out

@@ -28,21 +28,11 @@ import torch
 from torch import Tensor, nn
 
 from . import _checks
-from .reference import prepare_mask
+from ._call import AttentionCall, attention_call, require_tensor, split_mask
 
 __all__ = ["softmax", "scaled_dot_product_attention", "ScaledDotProductAttention"]
 
 _NEG_INF = float("-inf")
-
-
-def require_tensor(name: str, x: object) -> Tensor:
-    """``x`` itself when it is a ``torch.Tensor``; a TypeError naming ``name`` otherwise."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor; got {type(x).__module__}.{type(x).__name__}. "
-            "Use attn_edu.reference for NumPy arrays, or convert with torch.as_tensor."
-        )
-    return x
 
 
 def _stable_softmax(x: Tensor, dim: int) -> Tensor:
@@ -95,30 +85,6 @@ def softmax(x: Tensor, dim: int = -1, mask: Optional[Tensor] = None) -> Tensor:
     return _stable_softmax(x, dim)
 
 
-def prepare_inputs(q, k, v, mask, causal, scale, enable_gqa: bool = False):
-    """The argument handling every PyTorch attention shares (this module, :mod:`attn_edu.flash`).
-
-    The twin of :func:`attn_edu.reference.prepare_inputs`, with the same checks in the same
-    order plus devices. Returns ``(q, k, v, batch, align, scale)`` (k and v repeated for
-    grouped-query attention); the mask must be a tensor on q's device and is checked
-    here for type and device only.
-    """
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        require_tensor(name, x)
-    _checks.check_float_dtypes(q=_checks.dtype_name(q.dtype), k=_checks.dtype_name(k.dtype), v=_checks.dtype_name(v.dtype))
-    _checks.same_devices(q=q.device, k=k.device, v=v.device)
-    batch, group = _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa)
-    align = _checks.check_causal(causal)
-    s = _checks.check_scale(scale, q.shape[-1])
-    if group > 1:  # grouped-query: each k/v head serves `group` consecutive query heads
-        k = k.repeat_interleave(group, dim=-3)  # (..., Hq, Lk, Dk)
-        v = v.repeat_interleave(group, dim=-3)  # (..., Hq, Lk, Dv)
-    _checks.check_mask_kind(mask, torch_like=True)
-    if mask is not None:
-        _checks.same_devices(q=q.device, mask=mask.device)
-    return q, k, v, batch, align, s
-
-
 def scaled_dot_product_attention(
     q: Tensor,
     k: Tensor,
@@ -154,12 +120,17 @@ def scaled_dot_product_attention(
 
     Explained in chapter 01 (the four steps), 03 (the softmax) and 05 (masks).
     """
-    q, k, v, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
-    scores_shape = tuple(batch) + (q.shape[-2], k.shape[-2])
-    allowed, additive = prepare_mask(mask, scores_shape, align, q.device)
+    call = attention_call(q, k, v, mask, causal, scale, enable_gqa, torch_like=True)  # every check, once
+    return attend(call, return_weights)
+
+
+def attend(call: AttentionCall, return_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+    """:func:`scaled_dot_product_attention` on a checked torch call (checks nothing again)."""
+    q, k, v = call.q, call.k, call.v
+    allowed, additive = split_mask(call.mask, call.mask_kind, call.lq, call.lk, call.offset, call.device)
 
     # 1. scores: every query against every key
-    scores = (q @ k.transpose(-1, -2)) * s  # (..., Lq, Dk) @ (..., Dk, Lk) -> (..., Lq, Lk)
+    scores = (q @ k.transpose(-1, -2)) * call.scale  # (..., Lq, Dk) @ (..., Dk, Lk) -> (..., Lq, Lk)
     # 2. masks: add the float mask, then exclude what is not allowed
     if additive is not None:
         scores = scores + additive.to(q.dtype)  # (..., Lq, Lk)

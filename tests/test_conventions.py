@@ -224,3 +224,76 @@ def test_doc_comments_do_not_start_with_a_field_colon():
             if re.search(r"(?<!:):(?!:)\s*\S", first):
                 problems.append(f"{path.relative_to(ROOT)}:{i + 1}: {text}")
     assert not problems, "\n".join(problems)
+
+
+# =========================================================================== import graph
+# (issue 21, "shared pieces one floor down"; this block ends here)
+def _import_graph() -> dict:
+    """attn_edu's modules -> the attn_edu modules they import, at module level or inside a
+    function, relative (``from .x import y``, ``from .. import x``) or absolute. A
+    submodule's implicit import of its parent package is not an edge."""
+    modules = {_module_name(p): p for p in SOURCES}
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                elif (node.module or "").split(".")[0] == "attn_edu":
+                    base = node.module
+                else:
+                    continue
+                for alias in node.names:  # `from . import x` imports the module x
+                    sub = f"{base}.{alias.name}"
+                    targets.add(sub if sub in modules else base)
+            elif isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names if a.name.split(".")[0] == "attn_edu")
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def _find_cycle(graph: dict):
+    """One import cycle as a list ``[a, b, ..., a]``, or None (depth-first search)."""
+    state: dict = {}  # 1 = on the current path, 2 = done
+    path: list = []
+
+    def visit(node):
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            found = visit(start)
+            if found:
+                return found
+    return None
+
+
+def test_the_import_graph_has_no_cycle():
+    """No module imports a module that imports it back, however far round (function-level
+    imports included): what two modules share lives one floor below both."""
+    graph = _import_graph()
+    assert graph["attn_edu.flash"] >= {"attn_edu._call", "attn_edu.flash_torch"}, "the graph misses edges"
+    cycle = _find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    graph = _import_graph()
+    graph["attn_edu._call"] = graph["attn_edu._call"] | {"attn_edu.flash"}  # one import back up
+    cycle = _find_cycle(graph)
+    assert cycle is not None and cycle[0] == cycle[-1] and "attn_edu.flash" in cycle
+# =========================================================================== end of import graph

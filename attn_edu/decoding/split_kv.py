@@ -25,13 +25,17 @@ Explained in chapter 13.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from .. import _checks, precision
-from .._checks import is_torch_tensor, uses_torch
-from ..flash import flash_attention
+from .._call import attention_call
+from .._checks import is_torch_tensor
+from ..flash import flash_loop
+from ..masks import causal_block
+from ..masks.tiles import split_plan
 
 __all__ = ["chunk_size", "split_bounds", "split_waves", "split_kv_attention", "merge_partials"]
 
@@ -44,6 +48,10 @@ def chunk_size(lk: int, num_splits: int, multiple: int = 1) -> int:
     lk = _checks.check_length("lk", lk)
     num_splits = _checks.check_length("num_splits", num_splits, minimum=1)
     multiple = _checks.check_length("multiple", multiple, minimum=1)
+    return _chunk_size(lk, num_splits, multiple)
+
+
+def _chunk_size(lk: int, num_splits: int, multiple: int) -> int:
     chunk = -(-lk // num_splits)  # ceil
     return max(multiple, -(-chunk // multiple) * multiple)
 
@@ -83,7 +91,10 @@ def split_bounds(lk: int, num_splits: int, multiple: int = 1) -> List[Tuple[int,
     >>> split_bounds(5, 4)          # the fourth chunk is empty
     [(0, 2), (2, 4), (4, 5), (5, 5)]
     """
-    chunk = chunk_size(lk, num_splits, multiple)
+    return _bounds(lk, num_splits, chunk_size(lk, num_splits, multiple))
+
+
+def _bounds(lk: int, num_splits: int, chunk: int) -> List[Tuple[int, int]]:
     return [(min(i * chunk, lk), min((i + 1) * chunk, lk)) for i in range(num_splits)]
 
 
@@ -134,22 +145,18 @@ def _keys(mask: Optional[Array], c0: int, c1: int, lk: int) -> Optional[Array]:
     return mask[..., c0:c1]
 
 
-def _with_causal(mask: Optional[Array], kind: Optional[str], align: Optional[str],
-                 lq: int, lk: int, torch_like: bool, device: Any) -> Optional[Array]:
-    """Fold ``causal`` into the mask: a chunk of keys is neither alignment of its own."""
-    if align is None:
+def _with_causal(mask: Optional[Array], kind: Optional[str], offset: Optional[int],
+                 lq: int, lk: int, device: Any) -> Optional[Array]:
+    """Fold the causal diagonal ``offset`` into the mask: a chunk of keys is neither alignment
+    of its own. ``device`` is q's (None for NumPy)."""
+    if offset is None:
         return mask
-    from ..masks import causal_mask
-
-    if torch_like:
-        tri = causal_mask(lq, lk, align, device=device)  # (Lq, Lk)
-    else:
-        tri = np.asarray(causal_mask(lq, lk, align))  # (Lq, Lk), untagged
+    tri = causal_block(0, lq, 0, lk, offset, device)  # (Lq, Lk)
     if mask is None:
         return tri
     if kind == "bool":
         return mask & tri
-    if torch_like:
+    if device is not None:
         return mask.masked_fill(~tri, float("-inf"))
     return np.where(tri, mask, -np.inf).astype(mask.dtype, copy=False)
 
@@ -183,32 +190,23 @@ def split_kv_attention(
     errors. NumPy arrays or torch tensors (any device), computed in the input dtype.
     Explained in chapter 13.
     """
-    torch_like = uses_torch(q=q, k=k, v=v)
-    if torch_like:
-        from ..reference_torch import prepare_inputs as prepare_torch
-
-        q, k, v, batch, align, s = prepare_torch(q, k, v, mask, causal, scale, enable_gqa)
-    else:
-        from ..reference import prepare_inputs
-
-        q, k, v, mask, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
+    call = attention_call(q, k, v, mask, causal, scale, enable_gqa)  # every check, once
+    q, k, v, mask, kind = call.q, call.k, call.v, call.mask, call.mask_kind
+    torch_like, batch, s = call.torch_like, call.batch, call.scale
     num_splits = _checks.check_length("num_splits", num_splits, minimum=1)
     lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
-    kind = None
-    if mask is not None:
-        # dtype, shape, float values (before causality hides any of them), causal given twice
-        kind = _checks.check_mask(mask, tuple(batch) + (lq, lk), align)
-        if not torch_like:
-            mask = np.asarray(mask)
-    mask = _with_causal(mask, kind, align, lq, lk, torch_like, getattr(q, "device", None))
+    mask = _with_causal(mask, kind, call.offset, lq, lk, call.device)
+    kind = None if mask is None else (kind or "bool")  # causality alone folds in as a bool mask
+    block_q = split_plan(None, None, None)[2]  # flash_attention's default tile rows
     outs, lses = [], []
-    for c0, c1 in split_bounds(lk, num_splits):
+    for c0, c1 in _bounds(lk, num_splits, _chunk_size(lk, num_splits, 1)):  # split_bounds, checked
         if c0 == c1:  # an empty chunk: no keys, statistics (o, lse) = (0, -inf)
             o_c, lse_c = _empty_partial(q, tuple(batch) + (lq,), dv, torch_like)
-        else:  # chapter 09's loop on this chunk of keys: (..., Lq, dv) and (..., Lq)
-            o_c, lse_c = flash_attention(q, k[..., c0:c1, :], v[..., c0:c1, :],
-                                         mask=_keys(mask, c0, c1, lk), scale=s,
-                                         block_k=c1 - c0, return_lse=True)
+        else:  # chapter 09's loop on this chunk of keys, on the checked call: (..., Lq, dv), (..., Lq)
+            chunk = replace(call, k=k[..., c0:c1, :], v=v[..., c0:c1, :], mask=_keys(mask, c0, c1, lk),
+                            mask_kind=kind, align=None, offset=None, block_q=block_q,
+                            block_k=c1 - c0, plan=None)
+            o_c, lse_c, _ = flash_loop(chunk, return_lse=True)
         outs.append(o_c)
         lses.append(lse_c)
     out, lse = merge_partials(outs, lses)

@@ -30,9 +30,9 @@ import torch.distributed as dist
 from torch import Tensor
 
 from .. import _checks
+from .._call import attention_call
 from ..flash import flash_attention
 from ..precision import merge_softmax_stats
-from ..reference_torch import prepare_inputs
 from . import comm
 from .sharding import check_layout, chunk_count, step_pairs
 
@@ -60,13 +60,14 @@ def group_info(group: Any, who: str) -> Tuple[int, int]:
 def check_shards(q: Tensor, k: Tensor, v: Tensor, causal: object, scale: object, who: str):
     """The argument checks every sequence-parallel attention shares.
 
-    The single-device rules first (``attn_edu.reference_torch.prepare_inputs``: tensors, one
+    The single-device rules first (``attn_edu._call.attention_call``: tensors, one
     floating dtype, one device, shapes, ``causal``, ``scale``), then what sharding adds:
     q, k and v have the same leading axes (no broadcasting), and a causal mask needs query
     and key shards of the same length (self-attention, sharded alike; ``"bottom_right"``
     is then the same as ``"top_left"``). Returns ``(q, k, v, causal: bool, scale: float)``.
     """
-    q, k, v, _, align, s = prepare_inputs(q, k, v, None, causal, scale)
+    call = attention_call(q, k, v, None, causal, scale, torch_like=True)
+    q, k, v, align, s = call.q, call.k, call.v, call.align, call.scale
     if q.shape[:-2] != k.shape[:-2]:
         raise ValueError(
             f"{who} needs q, k and v with the same leading (batch, head) axes; got q {tuple(q.shape)} "

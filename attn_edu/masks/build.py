@@ -45,6 +45,16 @@ class CausalMask(np.ndarray):
     It behaves as a plain boolean array; the tag only lets attention functions catch the
     mistake of passing a causal mask *and* ``causal=...`` (the two may disagree on the
     alignment). Anything computed from it (``m & pad``, ``~m``) is a plain array again.
+
+    Why a subclass of ``np.ndarray`` rather than a plain array: the chapters pass
+    ``causal_mask(...)`` wherever a mask goes (``combine_masks``, ``plt.imshow``,
+    ``mask.astype(int)``, the attention functions), so it has to *be* an array; and a
+    NumPy array has no room for an attribute of its own. The subclass is the smallest
+    carrier for the tag: ``__array_finalize__`` keeps it on views and slices (a slice of a
+    causal mask is still that mask), and ``__array_wrap__`` drops it from anything
+    computed (``m & pad`` is no longer "the causal mask", so it must not be refused).
+    The attention functions read the tag once, when they check the mask, and work on a
+    plain view from then on. A torch tensor takes the same tag as a plain attribute.
     """
 
     causal_alignment: Optional[str]
@@ -75,17 +85,21 @@ def causal_offset(lq: int, lk: int, alignment: Union[bool, str] = "top_left") ->
     align = check_causal(alignment)
     if align is None:
         raise ValueError(f"alignment must be 'top_left', 'bottom_right' or True; got {alignment!r}")
-    lq, lk = check_length("lq", lq), check_length("lk", lk)
-    return 0 if align == "top_left" else lk - lq
+    return causal_offset_or_none(check_length("lq", lq), check_length("lk", lk), align)
 
 
 def causal_offset_or_none(lq: int, lk: int, alignment: Optional[str]) -> Optional[int]:
-    """:func:`causal_offset` for an already-checked alignment, ``None`` when not causal.
+    """:func:`causal_offset` for checked arguments, ``None`` when not causal; checks nothing.
 
-    The tiled loops and the tile plan read ``None`` as "no causal diagonal"; the Triton
-    launchers pass ``causal_offset_or_none(...) or 0`` (the kernel ignores it when not causal).
+    ``alignment`` as :func:`~attn_edu._checks.check_causal` returns it (None, "top_left"
+    or "bottom_right") and lengths already checked: what an attention call holds once its
+    front door has checked it (``attn_edu._call.AttentionCall.offset``). The tiled loops and
+    the tile plan read ``None`` as "no causal diagonal"; the Triton launchers pass
+    ``causal_offset_or_none(...) or 0`` (the kernel ignores it when not causal).
     """
-    return None if alignment is None else causal_offset(lq, lk, alignment)
+    if alignment is None:
+        return None
+    return 0 if alignment == "top_left" else lk - lq
 
 
 def causal_block(r0: int, r1: int, c0: int, c1: int, offset: int, device: Any = None):
@@ -138,7 +152,7 @@ def causal_mask(lq: int, lk: Optional[int] = None, alignment: Union[bool, str] =
     align = check_causal(alignment)
     if align is None:
         raise ValueError("alignment must be 'top_left', 'bottom_right' or True; got False")
-    out = causal_block(0, lq, 0, lk, causal_offset(lq, lk, align), device)  # (Lq, Lk)
+    out = causal_block(0, lq, 0, lk, causal_offset_or_none(lq, lk, align), device)  # (Lq, Lk)
     if device is None:
         out = out.view(CausalMask)
     out.causal_alignment = align  # on a tensor: a plain Python attribute of this object

@@ -340,6 +340,17 @@ def plan_tiles(mask: Any = None, block_q: int = DEFAULT_BLOCK_Q, block_k: int = 
     lq, lk = check_length("lq", lq), check_length("lk", lk)
     if host is not None:
         check_mask(host, host.shape[:-2] + (lq, lk))  # the mask fits the lengths
+    return plan_checked(host, lq, lk, block_q, block_k, align, mask)
+
+
+def plan_checked(host: Optional[np.ndarray], lq: int, lk: int, block_q: int, block_k: int,
+                 align: Optional[str], mask: Any = None) -> TilePlan:
+    """:func:`plan_tiles` for arguments already checked (an attention call's): checks and copies nothing.
+
+    ``host`` is the mask's boolean or additive pattern as a NumPy array with at least two
+    axes, broadcastable to (..., lq, lk), or None; ``align`` is None, "top_left" or
+    "bottom_right"; ``mask`` is what the plan carries (None for a plan used inside one call).
+    """
     offset = causal_offset_or_none(lq, lk, align)
     if host is not None:
         computed, full = _mask_tiles(host, lq, lk, block_q, block_k, offset)
@@ -358,7 +369,17 @@ def unpack_plan(mask: Any, causal: Union[bool, str], block_q: Optional[int],
     tiles, after checking that the call's ``block_q``, ``block_k`` (when given) and
     ``causal`` agree with the plan (a ValueError otherwise); without one, the mask as
     given, None and the tiles (``DEFAULT_BLOCK_Q`` x ``DEFAULT_BLOCK_K`` when not given).
+    :func:`split_plan` and :func:`check_plan_causal` are its two halves.
     """
+    mask, plan, block_q, block_k = split_plan(mask, block_q, block_k)
+    if plan is not None:
+        check_plan_causal(plan, causal, check_causal(causal))
+    return mask, plan, block_q, block_k
+
+
+def split_plan(mask: Any, block_q: Optional[int], block_k: Optional[int]
+               ) -> Tuple[Any, Optional[TilePlan], int, int]:
+    """:func:`unpack_plan` without ``causal``: the tiles checked once, against the plan's if any."""
     if not isinstance(mask, TilePlan):
         block_q = DEFAULT_BLOCK_Q if block_q is None else check_positive_int("block_q", block_q)
         block_k = DEFAULT_BLOCK_K if block_k is None else check_positive_int("block_k", block_k)
@@ -367,6 +388,10 @@ def unpack_plan(mask: Any, causal: Union[bool, str], block_q: Optional[int],
     for name, given, planned in (("block_q", block_q, plan.block_q), ("block_k", block_k, plan.block_k)):
         if given is not None and check_positive_int(name, given) != planned:
             raise ValueError(f"{name}={given} but the TilePlan was built with {name}={planned}")
-    if check_causal(causal) != plan.causal:
-        raise ValueError(f"causal={causal!r} but the TilePlan was built with causal={plan.causal!r}")
     return plan.mask, plan, plan.block_q, plan.block_k
+
+
+def check_plan_causal(plan: TilePlan, causal: object, align: Optional[str]) -> None:
+    """A ValueError when a call's ``causal`` (normalised: ``align``) is not the plan's."""
+    if align != plan.causal:
+        raise ValueError(f"causal={causal!r} but the TilePlan was built with causal={plan.causal!r}")
