@@ -351,7 +351,7 @@ def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
 
     Args:
         q: (B, H, L_q, d_k); k: (B, H, L_k, d_k); v: (B, H, L_k, d_v) torch tensors of one
-            dtype (float16, bfloat16 or float32) with 16 <= d_k, d_v <= 128, on CUDA (or the
+            dtype (float16, bfloat16 or float32) with 1 <= d_k, d_v <= 128, on CUDA (or the
             CPU with ``TRITON_INTERPRET=1``). Leading axes of size 1 broadcast.
         mask: boolean, True = may attend, (L_q, L_k) or broadcastable to (B, H, L_q, L_k);
             a torch tensor or a NumPy array. Or a :class:`~attn_edu.masks.TilePlan` of
