@@ -94,6 +94,13 @@ def test_lq_ne_lk_odd_head_dims_rectangular_tiles(lq, lk):
     check(q, k, v, make_mask("random", lq, lk), block_q=32, block_k=16, scale=-0.3)
 
 
+@pytest.mark.parametrize("d,dv", [(1, 1), (8, 3), (4, 16)])
+def test_head_dims_below_16_are_padded(d, dv):
+    """Head dimensions 1 to 15 run as 16 lanes with the rest masked, as in the other kernels."""
+    q, k, v = qkv(1, 2, 33, 40, d, dv=dv)
+    check(q, k, v, make_mask("random_blocks", 33, 40), block_q=16, block_k=16)
+
+
 def test_mask_per_batch_and_head():
     q, k, v = qkv(2, 3, 40, 40, 16)
     rng = np.random.default_rng(1)
@@ -357,9 +364,9 @@ def test_bad_inputs():
         f(q.cpu().numpy(), k, v, mask)
     with pytest.raises(ValueError, match=r"\(B, H, L, D\)"):
         f(q[0], k[0], v[0], mask)
-    with pytest.raises(ValueError, match="16 to 128.*d_k = 8"):
-        f(*qkv(1, 1, 16, 16, 8), mask)
-    with pytest.raises(ValueError, match="16 to 128.*d_v = 160"):
+    with pytest.raises(ValueError, match="1 to 128.*d_k = 200"):
+        f(*qkv(1, 1, 16, 16, 200), mask)
+    with pytest.raises(ValueError, match="1 to 128.*d_v = 160"):
         f(*qkv(1, 1, 16, 16, 16, dv=160), mask)
     with pytest.raises(TypeError, match="float16, bfloat16, float32.*float64"):
         f(q.double(), k.double(), v.double(), mask)
@@ -389,10 +396,14 @@ def test_bad_inputs():
 
 
 def test_cpu_without_interpreter_gives_a_clear_error(monkeypatch):
+    # the three kernels' one check (_targets.check_runnable): a ValueError, as for the others
     q, k, v = (x.cpu() for x in qkv(1, 1, 16, 16, 16))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(ValueError, match="block_sparse_attention needs a CUDA GPU.*TRITON_INTERPRET=1"):
+        bst.block_sparse_attention(q, k, v, np.ones((16, 16), bool))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # set, but after the kernel was built for the GPU
     monkeypatch.setattr(bst, "INTERPRETED", False)
-    monkeypatch.setattr(bst, "_interpret_now", lambda: False)
-    with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
+    with pytest.raises(RuntimeError, match="after triton had been imported"):
         bst.block_sparse_attention(q, k, v, np.ones((16, 16), bool))
 
 

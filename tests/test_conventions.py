@@ -162,6 +162,20 @@ def test_each_rule_has_one_home():
         == ["_checks.py"]
     assert _homes(r"(?m)^class \w*(?:Plan|Layout)\b") == ["masks/tiles.py"]
     assert _homes(r"TRITON_INTERPRET\"?\s*[,)]|environ\.get\(\"TRITON_INTERPRET") == ["kernels/_interpret.py"]
+    # the kernels' front door: their limits are data checked by one function, tl.dot's
+    # precision has one rule, the causal-offset argument one spelling, a tile plan one builder
+    assert _homes(r"[\"'](?:ieee|tf32)[\"']\)?\s+if\b|\belse\s+\(?[\"'](?:ieee|tf32)[\"']|"
+                  r"\bprecision\s+or\s+[\"']tf32") == ["kernels/_targets.py"]
+    assert _homes(r"\bTF32_MIN_CAPABILITY\b") == ["kernels/_targets.py"]
+    assert _homes(r"\(\s*[\"']float16[\"'],\s*[\"']bfloat16[\"'],\s*[\"']float32[\"']\s*\)") \
+        == ["kernels/_targets.py"]
+    assert _homes(r"[\"']float16[\"']\s*:\s*[\"']fp16[\"']") == ["kernels/_shared.py"]
+    assert _homes(r"\b(?:SUPPORTED_DTYPES|MAX_HEAD_DIM|HEAD_DIMS|DTYPES)\s*=") == []
+    assert _homes(r"\bnot\s+\w+\s*<=\s*d\s*<=") == ["kernels/_targets.py"]
+    assert _homes(r"\.cpu_problem\(|\bcuda_dtype_problem\([^)]*get_device_capability") == ["kernels/_targets.py"]
+    assert _homes(r"causal_offset_or_none\([^)]*\)\s*or\s*0\b|is None else causal_offset\(") \
+        == ["kernels/_shared.py", "masks/build.py"]
+    assert _homes(r"(?<!\w)TilePlan\(") == ["masks/tiles.py"]
 
 
 def test_kernel_schedule_and_block_sparse_plan_are_the_one_tile_plan():

@@ -142,7 +142,9 @@ def test_bad_inputs_get_clear_errors():
             enable_gqa=True)
     if not CUDA:  # checked on the CPU only: on a GPU it would be a host sync (the kernel clamps)
         raises_with(ValueError, ["0 .. L_k = 8"], f, q, k, v, seqlens=torch.tensor([9]), enable_gqa=True)
-    raises_with(ValueError, ["same batch size"], f, q.expand(2, 4, 1, 16), k, v, enable_gqa=True)
+    raises_with(ValueError, ["same batch and head axes"], f, q.expand(2, 4, 1, 16), k, v, enable_gqa=True)
+    # one K/V head broadcast over four query heads is grouped-query attention: asked for by name
+    raises_with(ValueError, ["same batch and head axes", "enable_gqa=True"], f, q, k[:, :1], v[:, :1])
     raises_with(ValueError, ["causal"], f, q, k, v, causal="left", enable_gqa=True)
     if not CUDA:
         raises_with(TypeError, ["bfloat16", "interpreter"], f, q.bfloat16(), k.bfloat16(), v.bfloat16(),

@@ -21,6 +21,8 @@ pytest.importorskip("triton")
 
 from attn_edu import kernels, masks, reference_torch  # noqa: E402
 from attn_edu.kernels import _targets  # noqa: E402
+from attn_edu.kernels import block_sparse_triton as bst  # noqa: E402
+from attn_edu.kernels import decode_triton as dt  # noqa: E402
 from attn_edu.kernels import flash_triton as ft  # noqa: E402
 from attn_edu.kernels._shared import launch_grid  # noqa: E402
 from attn_edu.testing import assert_close_to_reference, assert_same_up_to_rounding  # noqa: E402
@@ -287,14 +289,74 @@ def test_bad_inputs_get_clear_errors():
                 q.bfloat16(), k.bfloat16(), v.bfloat16())
 
 
+def _mask_for(q, k):
+    return torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device)
+
+
+#: The three kernels' launchers, each with its module (whose LIMITS it is held to).
+LAUNCHERS = {
+    "flash": (lambda q, k, v: ft.triton_attention(q, k, v), ft),
+    "decode": (lambda q, k, v: dt.split_kv_decode(q, k, v), dt),
+    "block_sparse": (lambda q, k, v: bst.block_sparse_attention(q, k, v, _mask_for(q, k)), bst),
+}
+#: Inputs every kernel refuses, from good (1, 2, 8, 8, 16, 16) float32 ones.
+REFUSED = {
+    "float64": lambda q, k, v: (q.double(), k.double(), v.double()),
+    "d_k=200": lambda q, k, v: (q.new_zeros(1, 2, 8, 200), k.new_zeros(1, 2, 8, 200), v),
+    "d_v=129": lambda q, k, v: (q, k, v.new_zeros(1, 2, 8, 129)),
+    "3-D": lambda q, k, v: (q[0], k[0], v[0]),
+    "cpu": lambda q, k, v: (q.cpu(), k.cpu(), v.cpu()),
+}
+
+
+@pytest.mark.parametrize("refused", REFUSED)
+@pytest.mark.parametrize("kernel", LAUNCHERS)
+def test_the_three_kernels_share_one_input_check(kernel, refused, monkeypatch):
+    """Each launcher refuses through _targets.check_kernel_inputs with its own LIMITS, in one
+    wording: the flash kernel's message with the kernel's name and way out swapped in."""
+    launch, module = LAUNCHERS[kernel]
+    assert isinstance(module.LIMITS, _targets.KernelLimits)
+    if refused == "cpu":  # a CPU tensor without Triton's interpreter
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    seen = []
+    check = _targets.check_kernel_inputs
+    monkeypatch.setattr(_targets, "check_kernel_inputs", lambda limits, *a: seen.append(limits) or check(limits, *a))
+    q, k, v = REFUSED[refused](*_inputs((1, 2, 8, 8, 16, 16), torch.float32))
+    with pytest.raises((TypeError, ValueError)) as err:
+        launch(q, k, v)
+    assert seen == [module.LIMITS]
+    with pytest.raises(err.type) as flash:
+        check(ft.LIMITS, q, k, v, True)
+    said = str(flash.value).replace(ft.LIMITS.name, module.LIMITS.name)
+    assert str(err.value) == said.replace(ft.LIMITS.instead, module.LIMITS.instead)
+
+
+def test_the_kernels_limits_differ_only_where_the_kernels_do():
+    assert ft.LIMITS.dtypes == dt.LIMITS.dtypes == bst.LIMITS.dtypes == ("float16", "bfloat16", "float32")
+    assert ft.LIMITS.head_dims == dt.LIMITS.head_dims == bst.LIMITS.head_dims == (1, 128)
+    assert (ft.LIMITS.gqa, dt.LIMITS.gqa, bst.LIMITS.gqa) == (False, True, False)
+    assert (ft.LIMITS.broadcast, dt.LIMITS.broadcast, bst.LIMITS.broadcast) == (False, False, True)
+    assert bst.LIMITS.interpreter_bfloat16 and not ft.LIMITS.interpreter_bfloat16
+    # one K/V head for two query heads: broadcast by block-sparse, grouped-query attention
+    # for decoding when asked (enable_gqa=True), refused by the flash kernel, in one wording
+    q, k, v = _inputs((1, 2, 8, 8, 16, 16), torch.float32)
+    k, v = k[:, :1], v[:, :1]
+    assert bst.block_sparse_attention(q, k, v, _mask_for(q, k)).shape == (1, 2, 8, 16)
+    assert dt.split_kv_decode(q, k, v, enable_gqa=True).shape == (1, 2, 8, 16)
+    for f, limits, words in ((ft.triton_attention, ft.LIMITS, "no grouped-query heads"),
+                             (dt.split_kv_decode, dt.LIMITS, "H_q may be a multiple of H_kv with enable_gqa=True")):
+        raises_with(ValueError, [f"{limits.name} needs q, k and v with the same batch and head axes", words],
+                    f, q, k, v)
+
+
 def test_bfloat16_needs_compute_capability_8():
     # a T4 (7.5) gets a message naming the capability and the way out; Ampere+ passes
-    msg = ft._cuda_dtype_problem("bfloat16", (7, 5))
+    msg = _targets.cuda_dtype_problem("bfloat16", (7, 5))
     assert msg is not None and "7.5" in msg and "8.0" in msg and "float16" in msg
-    assert ft._cuda_dtype_problem("bfloat16", (8, 0)) is None
-    assert ft._cuda_dtype_problem("bfloat16", (9, 0)) is None
+    assert _targets.cuda_dtype_problem("bfloat16", (8, 0)) is None
+    assert _targets.cuda_dtype_problem("bfloat16", (9, 0)) is None
     for dt in ("float16", "float32"):
-        assert ft._cuda_dtype_problem(dt, (7, 5)) is None
+        assert _targets.cuda_dtype_problem(dt, (7, 5)) is None
 
 
 def test_available_and_lazy_package_import():
@@ -345,6 +407,24 @@ def test_block_schedule_computes_exactly_the_nonempty_tiles(lq, lk, causal):
     sched = plan.schedule
     assert isinstance(plan, masks.TilePlan) and (plan.block_q, plan.block_k) == (32, 16)
     assert np.array_equal(plan.computed, masks.plan_tiles(None, 32, 16, causal, lq=lq, lk=lk).computed)
+    # the forward kernel's loop bounds, transcribed: full tiles below full_end (no mask),
+    # masked ones from there to hi, nothing past hi
+    block_q, block_k = 32, 16
+    align = {False: None, True: "top_left"}.get(causal, causal)
+    offset = masks.causal_offset(lq, lk, align) if align else 0
+    expected = np.zeros_like(sched)
+    for i in range(expected.shape[0]):
+        start_m = i * block_q
+        if align is not None:  # the kernel's CAUSAL branch
+            hi = min(max(min(start_m + block_q, lq) + offset, 0), lk)
+            full_end = min(max(start_m + offset + 1, 0) // block_k * block_k, lk // block_k * block_k)
+        else:
+            hi, full_end = lk, lk // block_k * block_k
+        for start_n in range(0, full_end, block_k):  # first inner loop: MASKED=False
+            expected[i, start_n // block_k] = 2
+        for start_n in range(full_end, hi, block_k):  # second inner loop: MASKED=True
+            expected[i, start_n // block_k] = 1
+    assert np.array_equal(sched, expected)
     allowed = np.ones((lq, lk), bool)
     if causal:
         allowed = masks.causal_mask(lq, lk, True if causal is True else causal, device="cpu").numpy()

@@ -102,7 +102,7 @@ def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,
         return []
     import torch
 
-    from ..kernels.block_sparse_triton import (DTYPES, block_sparse_attention, flex_available,
+    from ..kernels.block_sparse_triton import (LIMITS, block_sparse_attention, flex_available,
                                                flex_block_mask_from_bool, flex_reference)
     from ..reference import scaled_dot_product_attention
     from ..testing import assert_close_to_reference
@@ -110,8 +110,8 @@ def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,
     dev = torch.device("cpu" if dry_run else _BENCH_DEVICE)
     if dtype is None:
         dtype = "float32" if dry_run else default_dtype()
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
+    if dtype not in LIMITS.dtypes:
+        raise ValueError(f"dtype must be one of {', '.join(LIMITS.dtypes)}; got {dtype!r}")
     dt = getattr(torch, dtype)
     have_flex = flex_available()
     granule = math.lcm(block_q, block_k, flex_block_q, flex_block_k)

@@ -32,16 +32,17 @@ def library_interpreted() -> bool:
     return isinstance(tl.sum, InterpretedFunction)
 
 
-def cpu_problem(built_interpreted: bool, device: object) -> "tuple | None":
+def cpu_problem(built_interpreted: bool, device: object, what: str = "the Triton kernel") -> "tuple | None":
     """Why a kernel cannot run on the CPU now: ``(exception class, message)``, or None.
 
     ``built_interpreted`` says whether the kernel module's ``@triton.jit`` ran with
     ``TRITON_INTERPRET=1`` set. The two failures: the variable is not set (a kernel needs a
-    CUDA GPU or the interpreter), or it was set after triton had been imported.
+    CUDA GPU or the interpreter), or it was set after triton had been imported. ``what``
+    names the kernel in the message.
     """
     if not requested():
         return ValueError, (
-            "the Triton kernel needs a CUDA GPU, or the CPU with the environment variable "
+            f"{what} needs a CUDA GPU, or the CPU with the environment variable "
             "TRITON_INTERPRET=1 (Triton's interpreter; set it before importing triton); "
             f"got tensors on {device} and TRITON_INTERPRET unset")
     import importlib.util

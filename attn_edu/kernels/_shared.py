@@ -31,6 +31,18 @@ def padded_head_dim(d: int) -> int:
     return max(16, 1 << (int(d) - 1).bit_length())
 
 
+def causal_offset_arg(lq: int, lk: int, alignment: Optional[str]) -> int:
+    """What a kernel's causal-offset argument gets: :func:`attn_edu.masks.causal_offset_or_none`,
+    0 when not causal (the kernel then ignores it)."""
+    from ..masks import causal_offset_or_none
+
+    return causal_offset_or_none(lq, lk, alignment) or 0
+
+
+#: The kernels' input dtypes as Triton spells them in a compile signature (``"*fp16"``).
+TRITON_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+
+
 #: CUDA's limits on a grid, 2**31 - 1 programs along x and 65,535 along y and z.
 GRID_X_MAX = 2**31 - 1
 GRID_YZ_MAX = 65535

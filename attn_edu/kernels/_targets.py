@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-__all__ = ["Target", "TARGETS", "OutOfResources", "PRECISIONS", "TF32_MIN_CAPABILITY", "input_precision",
-           "cuda_dtype_problem", "interpreter_dtype_problem", "check_runnable"]
+__all__ = ["Target", "TARGETS", "OutOfResources", "PRECISIONS", "TF32_MIN_CAPABILITY", "has_tf32",
+           "float32_precisions", "input_precision", "cuda_dtype_problem", "interpreter_dtype_problem",
+           "check_runnable", "KernelLimits", "KERNEL_DTYPES", "check_kernel_inputs"]
 
 try:  # what Triton raises when a launch needs more shared memory than the GPU has
     from triton.runtime.errors import OutOfResources
@@ -48,6 +49,18 @@ PRECISIONS = ("tf32", "ieee")
 TF32_MIN_CAPABILITY = (8, 0)
 
 
+def has_tf32(capability: Optional[Tuple[int, int]]) -> bool:
+    """Whether a GPU of this compute capability has TF32 tensor cores (False for None, the
+    interpreter): ``TF32_MIN_CAPABILITY`` and newer."""
+    return capability is not None and tuple(capability) >= TF32_MIN_CAPABILITY
+
+
+def float32_precisions(capability: Optional[Tuple[int, int]]) -> Tuple[str, ...]:
+    """Every ``precision`` a float32 launch may ask for on a GPU of this capability: ``"ieee"``
+    everywhere, ``"tf32"`` too where it has TF32 (:func:`has_tf32`)."""
+    return PRECISIONS[::-1] if has_tf32(capability) else ("ieee",)
+
+
 def input_precision(dtype_name: str, capability: Optional[Tuple[int, int]],
                     precision: Optional[str] = None) -> str:
     """The ``input_precision`` of every ``tl.dot`` of a kernel launch (one rule for all kernels).
@@ -76,10 +89,10 @@ def input_precision(dtype_name: str, capability: Optional[Tuple[int, int]],
                          f"got {precision!r}")
     if dtype_name != "float32":
         return "tf32"
-    has_tf32 = capability is not None and tuple(capability) >= TF32_MIN_CAPABILITY
+    tf32 = has_tf32(capability)
     if precision is None:
-        return "tf32" if has_tf32 else "ieee"
-    if precision == "tf32" and capability is not None and not has_tf32:
+        return "tf32" if tf32 else "ieee"
+    if precision == "tf32" and capability is not None and not tf32:
         major, minor = capability
         raise ValueError(
             f"precision='tf32' needs TF32 tensor cores, compute capability 8.0 or newer; got a GPU "
@@ -115,13 +128,15 @@ def interpreter_dtype_problem(dtype_name: str) -> Optional[str]:
     return None
 
 
-def check_runnable(device: object, dtype_name: str, built_interpreted: bool, what: str = "the Triton kernel") -> None:
+def check_runnable(device: object, dtype_name: str, built_interpreted: bool, what: str = "the Triton kernel",
+                   interpreter_bfloat16: bool = False) -> None:
     """Raise the error that says why ``what`` cannot run on ``device`` (a ``torch.device``)
     with inputs of ``dtype_name``; return quietly when it can.
 
     CUDA: bfloat16 needs compute capability 8.0 (:func:`cuda_dtype_problem`). CPU: the
     interpreter must be on, and on in time (``attn_edu.kernels._interpret.cpu_problem``;
-    ``built_interpreted`` is how the kernel module was decorated), and takes no bfloat16.
+    ``built_interpreted`` is how the kernel module was decorated), and takes no bfloat16
+    unless the kernel multiplies it in float32 there (``interpreter_bfloat16``).
     Anything else: a ValueError.
     """
     from . import _interpret
@@ -134,11 +149,92 @@ def check_runnable(device: object, dtype_name: str, built_interpreted: bool, wha
         if problem:
             raise TypeError(problem)
     elif kind == "cpu":
-        failure = _interpret.cpu_problem(built_interpreted, device)
+        failure = _interpret.cpu_problem(built_interpreted, device, what)
         if failure:
             raise failure[0](failure[1])
-        problem = interpreter_dtype_problem(dtype_name)
+        problem = None if interpreter_bfloat16 else interpreter_dtype_problem(dtype_name)
         if problem:
             raise TypeError(problem)
     else:
         raise ValueError(f"{what} runs on CUDA (or the CPU with TRITON_INTERPRET=1); got tensors on {device}")
+
+
+#: The dtypes every kernel takes (``tl.dot`` has no float64 path worth teaching).
+KERNEL_DTYPES = ("float16", "bfloat16", "float32")
+
+
+@dataclass(frozen=True)
+class KernelLimits:
+    """What one Triton kernel takes, as data: :func:`check_kernel_inputs` holds each kernel
+    to its own limits, with one wording for every refusal.
+
+    * ``name`` -- how errors name the kernel ("the Triton kernel");
+    * ``instead`` -- what takes the inputs the kernel refuses (an error's way out);
+    * ``dtypes`` -- the input dtypes (bfloat16 needs compute capability 8.0 on a GPU);
+    * ``head_dims`` -- the smallest and largest d_k and d_v, inclusive: a kernel computes a
+      head with ``padded_head_dim(d)`` lanes (a power of two >= 16) and masks the rest, so
+      1 works as well as 16; above 128 the tiles outgrow registers and shared memory;
+    * ``broadcast`` -- leading (batch, head) axes of size 1 broadcast; without it q, k and v
+      share B, and H unless ``gqa``;
+    * ``gqa`` -- H_q may be a multiple of H_kv, with ``enable_gqa=True``;
+    * ``interpreter_bfloat16`` -- under Triton's CPU interpreter the kernel multiplies
+      bfloat16 in float32 (else bfloat16 is refused there, triton-lang/triton#11584).
+
+    Where a kernel runs (a CUDA GPU, bfloat16 from compute capability 8.0; or the CPU with
+    ``TRITON_INTERPRET=1`` set in time) is :func:`check_runnable`'s rule, the same for all.
+    """
+
+    name: str
+    instead: str
+    dtypes: Tuple[str, ...] = KERNEL_DTYPES
+    head_dims: Tuple[int, int] = (1, 128)
+    broadcast: bool = False
+    gqa: bool = False
+    interpreter_bfloat16: bool = False
+
+
+def check_kernel_inputs(limits: KernelLimits, q: object, k: object, v: object, built_interpreted: bool,
+                        enable_gqa: bool = False) -> Tuple[str, Tuple[int, ...], int]:
+    """The one input check of the Triton kernels: q, k, v against ``limits``, then
+    :func:`check_runnable`; returns (dtype name, broadcast leading axes (B, H), GQA group).
+
+    The reference's own checks come first (``attn_edu._checks``: the same words as
+    ``attn_edu.scaled_dot_product_attention`` for the same mistake), then the kernel's
+    limits, each error naming the argument and what was seen: torch tensors, one dtype out
+    of ``limits.dtypes``, one device, 4-D (B, H, L, D), the batch and head axes
+    ``limits.broadcast`` and ``limits.gqa`` allow, d_k and d_v within ``limits.head_dims``,
+    a device the kernel runs on, and triton installed. ``built_interpreted``: how the
+    kernel's module was decorated (its ``@triton.jit`` under ``TRITON_INTERPRET=1``).
+    """
+    import importlib.util
+
+    from .. import _checks
+    from ..reference_torch import require_tensor
+
+    name, args = limits.name, (("q", q), ("k", k), ("v", v))
+    for arg, x in args:
+        require_tensor(arg, x)
+    dt = _checks.check_float_dtypes(q=_checks.dtype_name(q), k=_checks.dtype_name(k), v=_checks.dtype_name(v))
+    if dt not in limits.dtypes:
+        raise TypeError(f"{name} supports dtypes {', '.join(limits.dtypes)}; got q, k, v of dtype {dt}. "
+                        f"Use {limits.instead} for {dt}, or convert, e.g. q.float().")
+    _checks.same_devices(q=q.device, k=k.device, v=v.device)
+    batch, group = _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape),
+                                            enable_gqa and limits.gqa)
+    for arg, x in args:
+        if x.dim() != 4:
+            raise ValueError(f"{name} takes 4-D tensors (B, H, L, D); got {arg} of shape {tuple(x.shape)}. "
+                             f"Add axes with {arg}[None, None] or reshape.")
+    if not limits.broadcast and (q.shape[0] != k.shape[0] or (group == 1 and q.shape[1] != k.shape[1])):
+        heads = "H_q may be a multiple of H_kv with enable_gqa=True" if limits.gqa else "no grouped-query heads"
+        raise ValueError(f"{name} needs q, k and v with the same batch and head axes (no broadcasting; "
+                         f"{heads}); got q {tuple(q.shape)} and k {tuple(k.shape)}")
+    lo, hi = limits.head_dims
+    for arg, axis, d in (("d_k", "the last axis of q and k", q.shape[-1]), ("d_v", "the last axis of v", v.shape[-1])):
+        if not lo <= d <= hi:
+            raise ValueError(f"{name} supports head dimensions from {lo} to {hi} (padded inside to a power "
+                             f"of two >= 16); got {arg} = {d} ({axis}). Use {limits.instead} for other heads.")
+    check_runnable(q.device, dt, built_interpreted, name, limits.interpreter_bfloat16)
+    if importlib.util.find_spec("triton") is None:  # pragma: no cover - triton is in requirements.txt
+        raise ImportError(f"{name} needs the triton package: pip install triton")
+    return dt, tuple(batch), group

@@ -40,17 +40,16 @@ computed (:func:`attn_edu.masks.block_density`).
 Scope: **forward pass only** (no autograd); boolean masks only (True = may attend);
 float16, bfloat16 and float32 (float32 dot products on TF32 tensor cores from compute
 capability 8.0, exact before, the one rule of ``attn_edu.kernels._targets.input_precision``;
-``precision="ieee"`` is refused from 8.0); head dimensions 16 to 128; tile sizes powers
-of two from 16 to 256.
+``precision="ieee"`` is refused from 8.0); head dimensions 1 to 128 (``LIMITS``); tile
+sizes powers of two from 16 to 256.
 A fully masked query row gives a zero output row and ``lse = -inf``, never NaN.
 It runs on a CUDA GPU, or on the CPU through Triton's interpreter (slow, for tests
 and small examples) when the environment variable ``TRITON_INTERPRET=1`` is set
 **before triton is first imported**. Triton 3.9 reads the variable whenever
 ``@triton.jit`` wraps a function: its own library (``tl.max``, ``tl.sum``,
-``tl.zeros``) when ``triton`` is imported, this kernel when this module is imported.
-If the variable is set after this module but before triton was imported, the first
-CPU call re-imports this module so the kernel becomes an interpreted one; if triton
-itself was imported too early, the call stops with an error saying so. The
+``tl.zeros``) when ``triton`` is imported, this kernel when this module is imported;
+set too late, the call stops with an error saying so (the three kernels share one input
+check, ``attn_edu.kernels._targets.check_kernel_inputs``). The
 interpreter multiplies bfloat16 bit patterns in ``tl.dot`` (triton-lang/triton#11584),
 so under it bfloat16 tiles are multiplied in float32 (exact products, float32
 accumulation, as on the GPU). Explained in chapters 09 (tiles), 10 (Triton) and 11
@@ -80,8 +79,6 @@ from ._shared import LN2, LOG2E, AotKernel, launch_grid, padded_head_dim
 
 try:  # guarded: importing attn_edu never needs torch or triton
     import torch
-
-    from ..reference_torch import require_tensor
 except ImportError:  # pragma: no cover - torch is needed for everything below
     torch = None
 
@@ -99,15 +96,15 @@ __all__ = [
     "flex_reference",
     "aot_kernels",
     "launch_config",
-    "HEAD_DIMS",
-    "DTYPES",
+    "LIMITS",
     "BLOCK_SIZES",
 ]
 
-#: Head dimensions the kernel accepts (inclusive); not powers of two are padded.
-HEAD_DIMS = (16, 128)
-#: Input dtypes the kernel accepts.
-DTYPES = ("float16", "bfloat16", "float32")
+#: The inputs the kernel takes, checked by ``attn_edu.kernels._targets.check_kernel_inputs``:
+#: float16, bfloat16 (multiplied in float32 under the interpreter) or float32; head dimensions
+#: 1 to 128 (padded inside to a power of two >= 16); leading axes of size 1 broadcast.
+LIMITS = _targets.KernelLimits("block_sparse_attention", "attn_edu.flash_attention with the same mask",
+                               broadcast=True, interpreter_bfloat16=True)
 #: The tile sizes ``block_q`` and ``block_k`` the kernel accepts, powers of two in this range.
 BLOCK_SIZES = (16, 256)
 
@@ -298,71 +295,6 @@ def _on_device(plan: TilePlan, device) -> Tuple[Any, ...]:
 # --------------------------------------------------------------------------------------
 # The public wrapper
 # --------------------------------------------------------------------------------------
-def _check_inputs(q, k, v) -> Tuple[int, int]:
-    """Validate q, k, v for the kernel; return the broadcast (B, H)."""
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        require_tensor(name, x)
-        if x.dim() != 4:
-            raise ValueError(f"{name} must have shape (B, H, L, D); got shape {tuple(x.shape)}")
-    batch, _ = _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape))
-    dt = _checks.check_float_dtypes(q=_checks.dtype_name(q.dtype), k=_checks.dtype_name(k.dtype),
-                                    v=_checks.dtype_name(v.dtype))
-    if dt not in DTYPES:
-        raise TypeError(f"block_sparse_attention supports dtypes {', '.join(DTYPES)}; got {dt}")
-    lo, hi = HEAD_DIMS
-    for name, d in (("q/k head dim d_k", q.shape[-1]), ("v head dim d_v", v.shape[-1])):
-        if not lo <= d <= hi:
-            raise ValueError(
-                f"block_sparse_attention supports head dimensions {lo} to {hi}; got {name} = {d}"
-            )
-    _checks.same_devices(q=q.device, k=k.device, v=v.device)
-    if q.device.type == "cuda":
-        problem = _targets.cuda_dtype_problem(dt, torch.cuda.get_device_capability(q.device))
-        if problem:
-            raise TypeError(f"block_sparse_attention: {problem}")
-        return tuple(batch)
-    if q.device.type == "cpu" and (INTERPRETED or _interpret_now()):
-        return tuple(batch)
-    if q.device.type == "cpu":
-        raise RuntimeError(
-            "block_sparse_attention got CPU tensors, but Triton kernels need a CUDA GPU. To run "
-            "them on the CPU through Triton's interpreter, set the environment variable "
-            "TRITON_INTERPRET=1 before importing attn_edu.kernels.block_sparse_triton (Triton "
-            "reads it when @triton.jit wraps the kernel)."
-        )
-    raise RuntimeError(f"block_sparse_attention runs on CUDA (or the CPU interpreter); got device {q.device}")
-
-
-def _interpret_now() -> bool:
-    """What ``@triton.jit`` would choose now (it reads ``TRITON_INTERPRET`` each time)."""
-    return triton is not None and _interpret.requested()
-
-
-def _reload_if_mode_changed() -> bool:
-    """If ``TRITON_INTERPRET=1`` was set after this module was imported, import it again
-    so that the kernel is rebuilt as an interpreted one (as :mod:`.flash_triton` does)."""
-    if INTERPRETED or not _interpret_now():
-        return False
-    import importlib
-    import sys
-
-    importlib.reload(sys.modules[__name__])
-    return True
-
-
-def _check_interpreter_complete() -> None:
-    """The interpreter also needs Triton's own library (``tl.max``, ``tl.sum``, ``tl.zeros``
-    are ``@triton.jit`` functions) built in interpreter mode, i.e. ``TRITON_INTERPRET=1``
-    set before the first ``import triton`` of the process."""
-    if not _interpret.library_interpreted():
-        raise RuntimeError(
-            "Triton was imported before TRITON_INTERPRET=1 was set, so its library functions "
-            "(tl.max, tl.sum, tl.zeros) were built for the GPU and the CPU interpreter cannot "
-            "call them. Set TRITON_INTERPRET=1 before the first `import triton` (in the shell, "
-            "or with os.environ at the very top of the script or notebook) and restart."
-        )
-
-
 def _stride(x, axis: int) -> int:
     """Stride of ``axis``, 0 where the axis has size 1 (so it broadcasts)."""
     return 0 if x.shape[axis] == 1 else x.stride(axis)
@@ -419,7 +351,7 @@ def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
 
     Args:
         q: (B, H, L_q, d_k); k: (B, H, L_k, d_k); v: (B, H, L_k, d_v) torch tensors of one
-            dtype (float16, bfloat16 or float32) with 16 <= d_k, d_v <= 128, on CUDA (or the
+            dtype (float16, bfloat16 or float32) with 1 <= d_k, d_v <= 128, on CUDA (or the
             CPU with ``TRITON_INTERPRET=1``). Leading axes of size 1 broadcast.
         mask: boolean, True = may attend, (L_q, L_k) or broadcastable to (B, H, L_q, L_k);
             a torch tensor or a NumPy array. Or a :class:`~attn_edu.masks.TilePlan` of
@@ -446,23 +378,17 @@ def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
     """
     if torch is None or triton is None:
         raise ImportError("block_sparse_attention needs PyTorch and Triton (pip install triton)")
-    batch = _check_inputs(q, k, v)
+    dtype, batch, _ = _targets.check_kernel_inputs(LIMITS, q, k, v, INTERPRETED)
     upcast = _upcast_for(q.dtype)
     capability = torch.cuda.get_device_capability(q.device) if q.device.type == "cuda" else None
-    dot_precision = "ieee" if upcast else _targets.input_precision(
-        _checks.dtype_name(q.dtype), capability, precision)
-    if dot_precision == "ieee" and capability is not None and tuple(capability) >= _targets.TF32_MIN_CAPABILITY:
+    # an upcast tile is multiplied in float32: the float32 rule applies to it
+    dot_precision = _targets.input_precision("float32" if upcast else dtype, capability, precision)
+    if dot_precision == "ieee" and _targets.has_tf32(capability):
         raise ValueError(
             "block_sparse_attention does not offer precision='ieee' on a GPU with TF32 tensor cores "
             f"(compute capability {capability[0]}.{capability[1]}): exact float32 products of a key "
             "tile are fused multiply-adds whose registers spill (tens of KB per thread at d = 128). "
             "Use the default TF32 (precision=None), or float16/bfloat16 inputs.")
-    if q.device.type == "cpu" and _reload_if_mode_changed():  # the kernel is rebuilt
-        return globals()["block_sparse_attention"](
-            q, k, v, mask, block_q, block_k, scale=scale, return_lse=return_lse,
-            num_warps=num_warps, num_stages=num_stages, precision=precision)
-    if q.device.type == "cpu":
-        _check_interpreter_complete()
     raw, plan, bq, bk = unpack_plan(mask, False, block_q, block_k)
     lq, lk = q.shape[-2], k.shape[-2]
     scores = tuple(batch) + (lq, lk)
@@ -545,7 +471,7 @@ def aot_kernels() -> list:
                     PLAN_M=plan_m)
 
     def configs(capability, d, dtype, precision):
-        if precision == "ieee" and tuple(capability) >= _targets.TF32_MIN_CAPABILITY:
+        if precision == "ieee" and _targets.has_tf32(capability):
             return []  # refused there (see block_sparse_attention)
         tiles = AOT_TILES[:1] if precision == "ieee" else AOT_TILES
         size = 4 if dtype == "float32" else 2

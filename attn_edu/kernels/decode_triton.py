@@ -50,10 +50,9 @@ from torch import Tensor
 
 from .. import _checks
 from ..decoding.split_kv import chunk_size
-from ..masks import causal_offset_or_none
 from ..reference_torch import require_tensor
 from . import _interpret, _targets
-from ._shared import LN2, LOG2E, padded_head_dim
+from ._shared import LN2, LOG2E, TRITON_DTYPES, causal_offset_arg, padded_head_dim
 
 try:  # guarded: the rest of attn_edu never needs triton
     import triton
@@ -66,13 +65,9 @@ except ImportError:  # pragma: no cover - triton is in requirements.txt
     HAS_TRITON = False
 
 __all__ = ["split_kv_decode", "check_decode_inputs", "DecodeConfig", "DECODE_CONFIGS", "INTERPRET_CONFIG",
-           "pick_config", "choose_num_splits", "block_m_for", "compile_specs", "SUPPORTED_DTYPES",
-           "MAX_HEAD_DIM", "MAX_SPLITS", "SPLIT_TOLERANCE", "kernel_source"]
+           "pick_config", "choose_num_splits", "block_m_for", "compile_specs", "LIMITS",
+           "MAX_SPLITS", "SPLIT_TOLERANCE", "kernel_source"]
 
-#: dtypes the kernels take (bfloat16 only on compute capability >= 8.0, never interpreted).
-SUPPORTED_DTYPES = ("float16", "bfloat16", "float32")
-#: Largest head dimension (d_k and d_v); smaller ones are padded to a power of two >= 16.
-MAX_HEAD_DIM = 128
 #: Most splits the reduction merges (its block of lse values).
 MAX_SPLITS = 128
 #: :func:`choose_num_splits` takes the fewest splits whose modelled time is within this
@@ -82,6 +77,11 @@ SPLIT_TOLERANCE = 0.05
 
 # The mode the kernels below were built in (read once, when @triton.jit runs).
 _BUILT_INTERPRETED = _interpret.requested()
+
+#: The inputs these kernels take, checked by ``attn_edu.kernels._targets.check_kernel_inputs``:
+#: float16, bfloat16 or float32; head dimensions 1 to 128 (padded inside to a power of two
+#: >= 16); q, k and v with the same batch axis, H_q a multiple of H_kv with ``enable_gqa=True``.
+LIMITS = _targets.KernelLimits("the Triton decode kernel", "attn_edu.decoding.split_kv_attention", gqa=True)
 
 
 def _jit(fn):
@@ -325,33 +325,16 @@ def check_decode_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
                         enable_gqa: bool = False) -> Tuple[Optional[str], float, int]:
     """Validate the kernel's inputs; return (causal alignment or None, scale, group size).
 
-    Shared checks come from ``attn_edu._checks`` (the reference's words); then the
-    kernel's limits: 4-D (B, H, L, D) tensors with the same B, H_q a multiple of H_kv
-    (with ``enable_gqa=True``), dtype in ``SUPPORTED_DTYPES`` (bfloat16 only on compute
-    capability >= 8.0, never interpreted), ``1 <= d_k, d_v <= 128``, ``seqlens`` an integer
-    tensor (B,) on the same device with values in ``0 .. L_k`` (checked for CPU tensors; CUDA
-    ones are not read on the host, the kernel clamps them into that range), and a CUDA
-    device (or the CPU with ``TRITON_INTERPRET=1``).
+    The one input check of the three kernels, ``attn_edu.kernels._targets.check_kernel_inputs``,
+    with this file's ``LIMITS``: the reference's checks (``attn_edu._checks``, the same
+    messages), then 4-D (B, H, L, D) tensors with the same B, H_q a multiple of H_kv (with
+    ``enable_gqa=True``), dtype float16, bfloat16 (on compute capability >= 8.0, never
+    interpreted) or float32, ``1 <= d_k, d_v <= 128``, and a CUDA device (or the CPU with
+    ``TRITON_INTERPRET=1``); then ``seqlens``, an integer tensor (B,) on the same device with
+    values in ``0 .. L_k`` (checked for CPU tensors; CUDA ones are not read on the host, the
+    kernel clamps them into that range).
     """
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        require_tensor(name, x)
-    dt = _checks.check_float_dtypes(q=_checks.dtype_name(q), k=_checks.dtype_name(k), v=_checks.dtype_name(v))
-    if dt not in SUPPORTED_DTYPES:
-        raise TypeError(f"the Triton decode kernel supports dtypes {', '.join(SUPPORTED_DTYPES)}; got q, k, "
-                        f"v of dtype {dt}. Use attn_edu.decoding.split_kv_attention for {dt}.")
-    _checks.same_devices(q=q.device, k=k.device, v=v.device)
-    _, group = _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), enable_gqa)
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if x.dim() != 4:
-            raise ValueError(f"the Triton decode kernel takes 4-D tensors (B, H, L, D); got {name} of shape "
-                             f"{tuple(x.shape)}")
-    if q.shape[0] != k.shape[0]:
-        raise ValueError(f"the Triton decode kernel needs q and k with the same batch size (no "
-                         f"broadcasting); got q {tuple(q.shape)} and k {tuple(k.shape)}")
-    for name, d in (("d_k (last axis of q and k)", q.shape[-1]), ("d_v (last axis of v)", v.shape[-1])):
-        if not 1 <= d <= MAX_HEAD_DIM:
-            raise ValueError(f"the Triton decode kernel supports head dimensions from 1 to {MAX_HEAD_DIM}; "
-                             f"got {name} = {d}. Use attn_edu.decoding.split_kv_attention for larger heads.")
+    _, _, group = _targets.check_kernel_inputs(LIMITS, q, k, v, _BUILT_INTERPRETED, enable_gqa)
     if seqlens is not None:
         require_tensor("seqlens", seqlens)
         if seqlens.dtype.is_floating_point or seqlens.dtype == torch.bool or seqlens.is_complex():
@@ -365,9 +348,6 @@ def check_decode_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
                 int(seqlens.min()) < 0 or int(seqlens.max()) > k.shape[2]):
             raise ValueError(f"seqlens must lie in 0 .. L_k = {k.shape[2]} (keys past a sequence's "
                              f"length are ignored); got {seqlens.tolist()}")
-    _targets.check_runnable(q.device, dt, _BUILT_INTERPRETED, "the Triton decode kernel")
-    if not HAS_TRITON:  # pragma: no cover
-        raise ImportError("the Triton decode kernel needs the triton package: pip install triton")
     return _checks.check_causal(causal), _checks.check_scale(scale, q.shape[-1]), group
 
 
@@ -432,7 +412,7 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
     extra = {} if capability is None else dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     _split_kernel[(B * HKV, num_splits, row_blocks)](
         q, k, v, lens, o_part, m_part, l_part, *q.stride(), *k.stride(), *v.stride(),
-        HKV, LQ, LK, causal_offset_or_none(LQ, LK, align) or 0, chunk, num_splits, s * LOG2E.value,
+        HKV, LQ, LK, causal_offset_arg(LQ, LK, align), chunk, num_splits, s * LOG2E.value,
         GROUP=group, HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
         BLOCK_M=block_m, BLOCK_N=cfg.block_k, CAUSAL=align is not None,
         BOTTOM_RIGHT=align == "bottom_right", HAS_SEQLENS=seqlens is not None,
@@ -450,9 +430,6 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
 # ----------------------------------------------------------------------------
 # Ahead-of-time compilation: what there is to compile for a target
 # ----------------------------------------------------------------------------
-_TRITON_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
-
-
 def compile_specs(arch: str = "sm_90a", dtype: str = "float16", head_dim: int = 128, group: int = 8,
                   lq: int = 1, precision: Optional[str] = None) -> List[Dict[str, Any]]:
     """What to hand ``triton.compile`` to build this kernel for ``arch`` without a GPU.
@@ -480,8 +457,8 @@ def compile_specs(arch: str = "sm_90a", dtype: str = "float16", head_dim: int = 
     """
     if arch not in _targets.TARGETS:
         raise ValueError(f"arch must be one of {', '.join(_targets.TARGETS)}; got {arch!r}")
-    if dtype not in _TRITON_DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(_TRITON_DTYPES)}; got {dtype!r}")
+    if dtype not in TRITON_DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(TRITON_DTYPES)}; got {dtype!r}")
     target = _targets.TARGETS[arch]
     problem = _targets.cuda_dtype_problem(dtype, divmod(target.capability, 10))
     if problem:
@@ -491,7 +468,7 @@ def compile_specs(arch: str = "sm_90a", dtype: str = "float16", head_dim: int = 
                            "module without TRITON_INTERPRET=1")
     d = _checks.check_length("head_dim", head_dim, minimum=1)
     lq = _checks.check_length("lq", lq, minimum=1)
-    tdt = _TRITON_DTYPES[dtype]
+    tdt = TRITON_DTYPES[dtype]
     block_m = block_m_for(group, lq)
     dot_precision = _targets.input_precision(dtype, divmod(target.capability, 10), precision)
     cfg = pick_config(target.capability, d, dot_precision)

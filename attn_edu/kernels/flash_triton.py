@@ -72,10 +72,10 @@ import torch
 from torch import Tensor
 
 from .. import _checks
-from ..masks import TilePlan, causal_offset_or_none
-from ..reference_torch import require_tensor
+from ..masks import TilePlan, plan_tiles
+from ..masks.tiles import ragged_keys_masked
 from . import _interpret, _targets
-from ._shared import LN2, LOG2E, AotKernel, kernel_text, launch_grid, padded_head_dim
+from ._shared import LN2, LOG2E, AotKernel, causal_offset_arg, kernel_text, launch_grid, padded_head_dim
 
 try:  # guarded: the rest of attn_edu never needs triton
     import triton
@@ -103,18 +103,17 @@ __all__ = [
     "aot_kernels",
     "BACKWARDS",
     "BACKWARD_FLOAT32",
-    "SUPPORTED_DTYPES",
-    "MAX_HEAD_DIM",
+    "LIMITS",
     "TMA_MIN_CAPABILITY",
     "TMA_EXTRA_SHARED",
     "IEEE_FORWARD_CONFIG",
     "IEEE_BACKWARD_CONFIG",
 ]
 
-#: dtypes the kernels accept (tl.dot has no float64 path worth teaching).
-SUPPORTED_DTYPES = ("float16", "bfloat16", "float32")
-#: Largest head dimension (d_k and d_v); smaller ones are padded to a power of two >= 16.
-MAX_HEAD_DIM = 128
+#: The inputs these kernels take, checked by ``attn_edu.kernels._targets.check_kernel_inputs``:
+#: float16, bfloat16 or float32; head dimensions 1 to 128 (padded inside to a power of two
+#: >= 16); q, k and v with the same batch and head axes.
+LIMITS = _targets.KernelLimits("the Triton kernel", "attn_edu.flash_attention")
 
 
 def interpret_mode() -> bool:
@@ -722,95 +721,34 @@ else:  # pragma: no cover
 # ----------------------------------------------------------------------------
 # Input checks
 # ----------------------------------------------------------------------------
-def _cuda_dtype_problem(dtype_name: str, capability: Tuple[int, int]) -> Optional[str]:
-    """Why the kernels cannot take ``dtype_name`` on a GPU of this compute capability
-    (None when they can): ``attn_edu.kernels._targets.cuda_dtype_problem``."""
-    return _targets.cuda_dtype_problem(dtype_name, capability)
-
-
 def check_triton_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
                         scale: Optional[float] = None) -> Tuple[Optional[str], float]:
     """Validate inputs for the kernels; return (causal alignment or None, scale).
 
-    Shared checks come from ``attn_edu._checks`` (same messages as the
-    reference); the kernel's own limits follow: 4-D (B, H, L, D) tensors with the
-    same B and H, dtype in ``SUPPORTED_DTYPES`` (bfloat16 only on GPUs of compute
-    capability >= 8.0, never in the interpreter), ``1 <= d_k, d_v <= 128``, and a
-    CUDA device (or the CPU with ``TRITON_INTERPRET=1``).
+    The one input check of the three kernels, ``attn_edu.kernels._targets.check_kernel_inputs``,
+    with this file's ``LIMITS``: the reference's checks (``attn_edu._checks``, the same
+    messages), then 4-D (B, H, L, D) tensors with the same B and H, dtype float16, bfloat16
+    (on GPUs of compute capability >= 8.0, never in the interpreter) or float32,
+    ``1 <= d_k, d_v <= 128``, and a CUDA device (or the CPU with ``TRITON_INTERPRET=1``).
     """
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        require_tensor(name, x)
-    dt = _checks.check_float_dtypes(q=_checks.dtype_name(q.dtype), k=_checks.dtype_name(k.dtype),
-                                    v=_checks.dtype_name(v.dtype))
-    if dt not in SUPPORTED_DTYPES:
-        raise TypeError(
-            f"the Triton kernel supports dtypes {', '.join(SUPPORTED_DTYPES)}; got q, k, v of "
-            f"dtype {dt}. Use attn_edu.scaled_dot_product_attention for {dt}, or convert, "
-            "e.g. q.float()."
-        )
-    _checks.same_devices(q=q.device, k=k.device, v=v.device)
-    _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape))
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if x.dim() != 4:
-            raise ValueError(
-                f"the Triton kernel takes 4-D tensors (B, H, L, D); got {name} of shape "
-                f"{tuple(x.shape)}. Add axes with {name}[None, None] or reshape."
-            )
-    if q.shape[:2] != k.shape[:2]:
-        raise ValueError(
-            f"the Triton kernel needs q, k and v with the same batch and head axes (no "
-            f"broadcasting, no grouped-query heads); got q {tuple(q.shape)} and k {tuple(k.shape)}"
-        )
-    for name, d in (("d_k (last axis of q and k)", q.shape[-1]), ("d_v (last axis of v)", v.shape[-1])):
-        if not 1 <= d <= MAX_HEAD_DIM:
-            raise ValueError(
-                f"the Triton kernel supports head dimensions from 1 to {MAX_HEAD_DIM} (padded "
-                f"inside to a power of two >= 16); got {name} = {d}. Use "
-                "attn_edu.flash_attention or torch's scaled_dot_product_attention for larger heads."
-            )
-    _targets.check_runnable(q.device, dt, _BUILT_INTERPRETED)
-    if not HAS_TRITON:  # pragma: no cover
-        raise ImportError("the Triton kernel needs the triton package: pip install triton")
-    align = _checks.check_causal(causal)
-    s = _checks.check_scale(scale, q.shape[-1])
-    return align, s
+    _targets.check_kernel_inputs(LIMITS, q, k, v, _BUILT_INTERPRETED)
+    return _checks.check_causal(causal), _checks.check_scale(scale, q.shape[-1])
 
 
 def block_schedule(lq: int, lk: int, block_q: int, block_k: int,
                    causal: Union[bool, str] = False) -> TilePlan:
     """What the forward kernel does with each (query block, key block) tile, as a :class:`~attn_edu.masks.TilePlan`.
 
-    The kernel's loop bounds, in Python: tiles below ``hi`` are computed, tiles below
-    ``full_end`` with no mask at all, the rest of them masked (the blocks that straddle
-    the causal diagonal, and a ragged last key block); tiles past ``hi`` are skipped,
-    never loaded. ``plan.schedule`` gives 0 = skipped, 1 = masked, 2 = full per tile;
-    ``block_q``/``block_k`` are the kernel's ``BLOCK_M``/``BLOCK_N``. For pictures and
-    tests; the kernel computes the same bounds from ``tl.program_id``.
+    The kernel's loop bounds: tiles below ``hi`` are computed, tiles below ``full_end``
+    with no mask at all, the rest of them masked (the blocks that straddle the causal
+    diagonal, and a ragged last key block, whose keys past L_k the mask cuts off); tiles
+    past ``hi`` are skipped, never loaded. That is :func:`attn_edu.masks.plan_tiles` of the
+    causal layout with the ragged key block masked (``attn_edu.masks.tiles.ragged_keys_masked``;
+    tests hold it to the kernel's bounds). ``plan.schedule`` gives 0 = skipped, 1 = masked,
+    2 = full per tile; ``block_q``/``block_k`` are the kernel's ``BLOCK_M``/``BLOCK_N``. For
+    pictures and tests; the kernel computes the same bounds from ``tl.program_id``.
     """
-    import numpy as np
-
-    lq, lk = _checks.check_length("lq", lq), _checks.check_length("lk", lk)
-    block_q = _checks.check_positive_int("block_q", block_q)
-    block_k = _checks.check_positive_int("block_k", block_k)
-    align = _checks.check_causal(causal)
-    offset = _offset(align, lq, lk)
-    nq, nk = -(-lq // block_q), -(-lk // block_k)
-    computed = np.zeros((nq, nk), dtype=bool)
-    masked = np.zeros((nq, nk), dtype=bool)
-    for i in range(nq):
-        start_m = i * block_q
-        if align is not None:  # the kernel's CAUSAL branch, line by line
-            hi = min(max(min(start_m + block_q, lq) + offset, 0), lk)
-            full_end = min(max(start_m + offset + 1, 0) // block_k * block_k,
-                           lk // block_k * block_k)
-        else:
-            hi, full_end = lk, lk // block_k * block_k
-        for start_n in range(0, full_end, block_k):  # first inner loop: MASKED=False
-            computed[i, start_n // block_k] = True
-        for start_n in range(full_end, hi, block_k):  # second inner loop: MASKED=True
-            computed[i, start_n // block_k] = masked[i, start_n // block_k] = True
-    computed.flags.writeable = masked.flags.writeable = False
-    return TilePlan(block_q, block_k, lq, lk, align, computed, masked)
+    return ragged_keys_masked(plan_tiles(None, block_q, block_k, causal, lq=lq, lk=lk))
 
 
 def kernel_source(kernel: str, start: Optional[str] = None, stop: Optional[str] = None) -> str:
@@ -917,11 +855,6 @@ def chosen_forward_config(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, s
     return {**dict(zip(_CONFIG_KEYS, values)), "precision": prec, "how": how}
 
 
-def _offset(align: Optional[str], lq: int, lk: int) -> int:
-    """The kernels' CAUSAL_OFFSET: :func:`attn_edu.masks.causal_offset`, 0 when not causal."""
-    return causal_offset_or_none(lq, lk, align) or 0
-
-
 def tma_compatible(*tensors: Tensor) -> bool:
     """Whether TMA descriptors can address these (B, H, L, D) tensors: a 16-byte aligned
     start, unit stride along D, and the other strides multiples of 16 bytes (the row
@@ -976,7 +909,7 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float
     if scale < 0:  # the kernel needs qk_scale > 0 (it takes the max of the raw scores):
         q, scale = -q, -scale  # (-q) k^T * (-scale) is the same product, exactly
     args = (q, k, v, out, lse, *_strides(q), *_strides(k), *_strides(v), *_strides(out),
-            H, LQ, LK, scale * LOG2E.value, _offset(align, LQ, LK),
+            H, LQ, LK, scale * LOG2E.value, causal_offset_arg(LQ, LK, align),
             triton.next_power_of_2(LQ), triton.next_power_of_2(LK), triton.next_power_of_2(B * H))
     prec = _precision(q, precision)
     use_tma = _use_tma(q, k, v, prec) if use_tma is None else use_tma
@@ -1028,9 +961,9 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
         out, do, delta, *_strides(out), *_strides(do), H, LQ,
         HEAD_DV=DV, BLOCK_M=32, BLOCK_DV=bdv)
     common = (*_strides(q), *_strides(k), *_strides(v), *_strides(do),
-              H, LQ, LK, scale, _offset(align, LQ, LK))
+              H, LQ, LK, scale, causal_offset_arg(LQ, LK, align))
     _precision(q, precision)  # (checked; the backward of float32 is exact whatever it says)
-    prec = "ieee" if q.dtype == torch.float32 else "tf32"  # see BACKWARD_FLOAT32
+    prec = _precision(q, BACKWARD_FLOAT32)
     meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=bdk, BLOCK_DV=bdv, CAUSAL=align is not None,
                 INPUT_PRECISION=prec)
     atomic = mode == "atomic_dq"

@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from . import _interpret
-from ._shared import AotKernel
-from ._targets import TARGETS
+from ._shared import TRITON_DTYPES, AotKernel
+from ._targets import TARGETS, float32_precisions, input_precision
 
 __all__ = ["KERNEL_MODULES", "SPEC_MODULES", "SPEC_KERNELS", "RECORDED", "MAX_COMPILE_SECONDS", "T4_SPILL",
            "kernels", "variants", "compile_kernel", "run_report", "format_rows", "problems", "summary",
@@ -65,7 +65,6 @@ SPEC_KERNELS = ("decode_split_kernel", "decode_reduce_kernel")
 #: The full report as committed (``python -m attn_edu.kernels.report --json`` this file):
 #: chapter 10 reads it, so the page builds without compiling anything.
 RECORDED = Path(__file__).resolve().parent.parent / "data" / "kernels" / "compile_report.json"
-_TRITON_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 #: A configuration that takes longer than this (CPU seconds) to compile is a problem (the
 #: autotuner compiles each configuration on a reader's first call).
 MAX_COMPILE_SECONDS = 10.0
@@ -96,11 +95,8 @@ def variants(target: str, dtypes: Optional[Sequence[str]] = None) -> List[tuple]
     launch can use there (``attn_edu.kernels._targets.input_precision``: ``"ieee"``
     everywhere, ``"tf32"`` from sm_80), then its half dtype (float16 before sm_80, bfloat16
     from sm_80; precision None, ``tl.dot`` ignores it). ``dtypes`` restricts the dtypes."""
-    from ._targets import TF32_MIN_CAPABILITY
-
     half = "bfloat16" if TARGETS[target].bfloat16 else "float16"
-    tf32 = divmod(TARGETS[target].capability, 10) >= TF32_MIN_CAPABILITY
-    precisions = ("ieee", "tf32") if tf32 else ("ieee",)
+    precisions = float32_precisions(divmod(TARGETS[target].capability, 10))
     return [(dt, p) for dt in (dtypes or ("float32", half))  # the half dtype last: a target's
             for p in (precisions if dt == "float32" else (None,))]  # last row is its main one
 
@@ -109,7 +105,7 @@ def _source(kernel: AotKernel, d: int, dtype: str, config, capability, precision
     from triton.compiler import ASTSource
 
     fn = kernel.fn
-    consts = kernel.constants(d, dtype, config, capability, precision or "tf32")
+    consts = kernel.constants(d, dtype, config, capability, input_precision(dtype, capability, precision))
     signature, constexprs, attrs = {}, dict(consts), {}
     for i, name in enumerate(fn.arg_names):
         if name in consts:
@@ -118,7 +114,7 @@ def _source(kernel: AotKernel, d: int, dtype: str, config, capability, precision
             signature[name] = "constexpr"
             constexprs[name] = 1
         elif name in kernel.pointers:
-            elem = kernel.pointers[name].replace("{dtype}", _TRITON_DTYPES[dtype])
+            elem = kernel.pointers[name].replace("{dtype}", TRITON_DTYPES[dtype])
             signature[name] = "*" + elem
             attrs[(i,)] = [["tt.divisibility", 16]]  # torch allocations are 16-byte aligned
         elif name in kernel.floats:
@@ -283,14 +279,12 @@ def _fallbacks(group: List[Dict[str, Any]]) -> None:
 
 _HEAD = (f"{'kernel':22s} {'target':6s} {'d':>3s} {'dtype':9s} {'BM':>3s} {'BN':>3s} {'w':>2s} "
          f"{'s':>2s} {'shared KiB':>11s} {'regs':>4s} {'spill':>6s} {'matrix':8s} {'tma':3s} {'secs':>5s}  status")
-_DTYPE_LABELS = {"float16": "fp16", "bfloat16": "bf16"}
 
 
 def _dtype_label(row: Dict[str, Any]) -> str:
     """``fp16``, ``bf16``, or float32 with its precision: ``fp32/tf32``, ``fp32/ieee``."""
-    if row["dtype"] == "float32":
-        return f"fp32/{row.get('precision') or 'ieee'}"
-    return _DTYPE_LABELS.get(row["dtype"], row["dtype"])
+    label = TRITON_DTYPES.get(row["dtype"], row["dtype"])
+    return f"{label}/{row.get('precision') or 'ieee'}" if row["dtype"] == "float32" else label
 
 
 def _status(row: Dict[str, Any]) -> str:
@@ -370,7 +364,8 @@ def run_report(targets: Sequence[str] = ("sm_75", "sm_80", "sm_90a"), ds: Sequen
         for target in targets:
             for dtype, precision in variants(target, dtypes):
                 for d in ds:
-                    cfgs = kernel.configs(divmod(TARGETS[target].capability, 10), d, dtype, precision or "tf32")
+                    cap = divmod(TARGETS[target].capability, 10)
+                    cfgs = kernel.configs(cap, d, dtype, input_precision(dtype, cap, precision))
                     groups.append([("own", kernel.name, target, config, d, dtype, precision)
                                    for config in (cfgs[:configs] if configs else cfgs)])
     if names is None or set(names) & set(SPEC_KERNELS):

@@ -297,6 +297,19 @@ def _frozen_plan(block_q, block_k, lq, lk, causal, computed, partial, mask=None)
     return TilePlan(block_q, block_k, lq, lk, causal, computed, partial, mask)
 
 
+def ragged_keys_masked(plan: TilePlan) -> TilePlan:
+    """``plan`` with its computed tiles in a ragged last key block (``lk % block_k != 0``)
+    marked partial: what a kernel does that bounds-checks those keys with the element mask
+    instead of counting the keys past ``lk`` as allowed (Triton's forward, whose
+    :func:`attn_edu.kernels.flash_triton.block_schedule` is this of :func:`plan_tiles`)."""
+    if plan.lk % plan.block_k == 0:
+        return plan
+    partial = plan.partial.copy()
+    partial[..., -1] |= plan.computed[..., -1]
+    return _frozen_plan(plan.block_q, plan.block_k, plan.lq, plan.lk, plan.causal, plan.computed,
+                        partial, plan.mask)
+
+
 def plan_tiles(mask: Any = None, block_q: int = DEFAULT_BLOCK_Q, block_k: int = DEFAULT_BLOCK_K,
                causal: Union[bool, str] = False, *, lq: Optional[int] = None,
                lk: Optional[int] = None) -> TilePlan:
