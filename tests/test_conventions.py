@@ -174,7 +174,7 @@ def test_each_rule_has_one_home():
     assert _homes(r"\bnot\s+\w+\s*<=\s*d\s*<=") == ["kernels/_targets.py"]
     assert _homes(r"\.cpu_problem\(|\bcuda_dtype_problem\([^)]*get_device_capability") == ["kernels/_targets.py"]
     assert _homes(r"causal_offset_or_none\([^)]*\)\s*or\s*0\b|is None else causal_offset\(") \
-        == ["kernels/_shared.py", "masks/build.py"]
+        == ["kernels/_shared.py"]
     assert _homes(r"(?<!\w)TilePlan\(") == ["masks/tiles.py"]
 
 
