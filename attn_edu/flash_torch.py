@@ -22,7 +22,7 @@ import torch
 from . import _checks
 from .flash import TileRecord, pack_outputs
 from .masks import causal_block, causal_offset_or_none
-from .masks.tiles import mask_tile, plan_tiles, tile_bounds, unpack_plan
+from .masks.tiles import default_tiles, mask_tile, plan_tiles, tile_bounds, unpack_plan
 from .reference_torch import prepare_inputs
 
 __all__ = ["flash_attention"]
@@ -46,7 +46,8 @@ def flash_attention(
     ``mask`` may be a :class:`~attn_edu.masks.TilePlan` whose mask is a tensor on q's
     device (``plan_tiles(mask_tensor, ...)``), or a plan without a mask.
     """
-    mask, plan, block_q, block_k = unpack_plan(mask, causal, block_q, block_k)
+    tiles = default_tiles("torch", getattr(q, "device", "cpu"))
+    mask, plan, block_q, block_k = unpack_plan(mask, causal, block_q, block_k, tiles)
     q, k, v, batch, align, s = prepare_inputs(q, k, v, mask, causal, scale, enable_gqa)
     lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
     kind = None
