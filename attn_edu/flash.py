@@ -149,7 +149,7 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
                  return_trace, return_lse, plan=None):
     lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
     dt = q.dtype.type
-    scale, neg_inf, lowest = dt(s), dt(-np.inf), dt(np.finfo(dt).min)
+    scale, neg_inf = dt(s), dt(-np.inf)
     offset = causal_offset_or_none(lq, lk, align)
     # Causality's tiles are known up front; a mask's are worked out strip by strip inside
     # each row block (so on every core, and while that strip of the mask is in cache).
@@ -206,7 +206,7 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
             if keep is not None:
                 np.copyto(st, neg_inf, where=~keep)  # blocked scores -> -inf
             m_new = np.maximum(m, st.max(axis=-1))  # (..., bq); NaN propagates
-            m_safe = np.maximum(m_new, lowest)  # no key yet (m = -inf): exp(-inf - lowest) = 0
+            m_safe = np.where(np.isneginf(m_new), dt(0), m_new)  # no key yet: exp(-inf - 0) = 0
             st -= m_safe[..., None]
             p = np.exp(st, out=st)  # P = exp(S - m_new), in place (..., bq, bk)
             alpha = np.exp(m - m_safe)  # rescales the old statistics (..., bq)
