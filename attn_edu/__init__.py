@@ -46,7 +46,8 @@ Conventions (one home per concept):
   module (``_checks``, ``_call``, ``_backend``, ``kernels._interpret``, ``kernels._shared``) is
   internal to the package. Python signatures and command-line flags call the tile
   ``block_q`` x ``block_k`` (``--block-q``, ``--block-k``); ``BLOCK_M`` / ``BLOCK_N`` appear
-  only inside Triton kernels. The default tile is 64 x 64
+  only inside Triton kernels. The tiled loops' default tiles depend on the backend
+  (``masks.default_tiles``); elsewhere the default tile is 64 x 64
   (``masks.DEFAULT_BLOCK_Q``, ``masks.DEFAULT_BLOCK_K``).
 * **One front door per call.** A public attention function checks and normalises its
   arguments once (``_call.attention_call``) into a frozen ``_call.AttentionCall``, and

@@ -27,7 +27,7 @@ import numpy as np
 from . import _checks
 from ._backend import Ops
 from .masks import causal_block, causal_offset_or_none
-from .masks.tiles import TilePlan, check_plan_causal, split_plan
+from .masks.tiles import TilePlan, check_plan_causal, default_tiles, split_plan
 
 Shape = Tuple[int, ...]
 
@@ -115,7 +115,8 @@ def attention_call(q: Any, k: Any, v: Any, mask: Any = None, causal: Any = False
     align: Any = causal if align_checked else None
     plan = None
     if tiled:
-        mask, plan, block_q, block_k = split_plan(mask, block_q, block_k)
+        tiles = default_tiles("torch", getattr(q, "device", "cpu")) if torch_like else default_tiles("numpy")
+        mask, plan, block_q, block_k = split_plan(mask, block_q, block_k, tiles)
         if plan is not None:  # the plan's causality first, as unpack_plan does
             align = align if align_checked else _checks.check_causal(causal)
             check_plan_causal(plan, causal, align)

@@ -122,17 +122,21 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
             lead = tuple(range(lay.ndim - 1))  # non-empty for some batch element, full for all
             computed[i] = lay.any(axis=lead)
             partial[i] = computed[i] & ~ful.all(axis=lead)
-        qi = q[..., r0:r1, :]  # (..., bq, Dk)
+        qi = q[..., r0:r1, :] * scale  # s Q_i once per row block, not s (Q_i K_j^T) per tile
         m = np.full(tuple(batch) + (r1 - r0,), neg_inf)  # running max      (..., bq)
         l = np.zeros(tuple(batch) + (r1 - r0,), dtype=q.dtype)  # running sum (..., bq)
         acc = np.zeros(tuple(batch) + (r1 - r0, dv), dtype=q.dtype)  # A    (..., bq, Dv)
+        # Buffers reused by every full-width tile of the strip (the loop allocates nothing
+        # per tile; the last, narrower tile of a row gets fresh arrays).
+        s_buf = np.empty(tuple(batch) + (r1 - r0, block_k), dtype=q.dtype)  # (..., bq, bk)
+        pv_buf = np.empty_like(acc)  # P_j V_j                              (..., bq, Dv)
         for j, (c0, c1) in enumerate(cols):
             if not computed[i, j]:  # empty tile: exp(-inf) = 0 everywhere, skip it
                 if return_trace:
                     trace.append(TileRecord.capture(i, j, (r0, r1), (c0, c1), True, False, m, l, acc))
                 continue
-            st = np.matmul(qi, kt[..., c0:c1])  # scores tile (..., bq, bk)
-            st *= scale
+            full_width = c1 - c0 == block_k
+            st = np.matmul(qi, kt[..., c0:c1], out=s_buf if full_width else None)  # (..., bq, bk)
             keep = None
             if mask is not None:
                 mt = mask_tile(mask, lq, lk, r0, r1, c0, c1)  # (..., bq or 1, bk or 1)
@@ -156,7 +160,7 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
             l *= alpha
             l += p.sum(axis=-1)
             acc *= alpha[..., None]
-            acc += np.matmul(p, v[..., c0:c1, :])  # (..., bq, bk) @ (..., bk, Dv)
+            acc += np.matmul(p, v[..., c0:c1, :], out=pv_buf if full_width else None)  # (..., bq, Dv)
             m = m_new
             if return_trace:
                 trace.append(TileRecord.capture(i, j, (r0, r1), (c0, c1), False, keep is not None,
@@ -213,8 +217,9 @@ def flash_attention(
         mask: as in the reference, or a :class:`~attn_edu.masks.TilePlan` from
             :func:`attn_edu.masks.plan_tiles`, which carries the mask and its tile layout
             so repeated calls skip the planning.
-        block_q, block_k: tile sizes (positive integers; default
-            ``attn_edu.masks.DEFAULT_BLOCK_Q`` x ``DEFAULT_BLOCK_K`` = 64 x 64, or the plan's).
+        block_q, block_k: tile sizes (positive integers; default the backend's,
+            :func:`attn_edu.masks.default_tiles`: large tiles, since every tile costs
+            Python calls; or the plan's).
         return_lse: also return the log-sum-exp of each query row's scores,
             ``m + log(l)``, shape (..., L_q) (``-inf`` for a fully masked row). The
             backward pass of FlashAttention needs only this, not the weights.

@@ -10,8 +10,9 @@ Three modes of one command line (``--help`` lists every option):
 * ``--correctness``: every Triton kernel against float64 in the GPU's half type
   (:func:`~attn_edu.bench.gpu_correctness`), the first step of ``scripts/gpu-bench.sh``.
 
-Tiled implementations use ``--block-q`` x ``--block-k`` tiles (default 64 x 64, the
-package's default tile).
+Tiled implementations use ``--block-q`` x ``--block-k`` tiles, by default their backend's
+(:func:`attn_edu.masks.default_tiles`; the block-sparse kernel's ``DEFAULT_BLOCK_Q`` x
+``DEFAULT_BLOCK_K``); every row prints and records the tiles it ran with.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import shlex
 import sys
 from typing import List, Optional, Sequence
 
-from ..masks import DEFAULT_BLOCK_K, DEFAULT_BLOCK_Q
+from ..masks import DEFAULT_TILES
 from .block_sparse import bench_block_sparse
 from .check import gpu_correctness
 from .env import cpu_threads, environment, gpu_half_dtype, set_cpu_threads
@@ -52,9 +53,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--causal", action="store_true")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--block-q", type=int, default=None,
-                   help=f"tile rows (queries) of tiled impls (default {DEFAULT_BLOCK_Q}; 128 with --block-sparse)")
+                   help=f"tile rows (queries) of tiled impls (default: the backend's, "
+                        f"masks.DEFAULT_TILES = {_tiles_text()}; 128 with --block-sparse)")
     p.add_argument("--block-k", type=int, default=None,
-                   help=f"tile columns (keys) of tiled impls (default {DEFAULT_BLOCK_K}; 64 with --block-sparse)")
+                   help="tile columns (keys) of tiled impls (default: the backend's; 64 with --block-sparse)")
     p.add_argument("--window", type=int, default=None,
                    help="sliding-window width for numpy_window, torch_window and block_sparse")
     p.add_argument("--threads", type=int, default=None,
@@ -87,6 +89,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="the GPU pipeline on the CPU (TRITON_INTERPRET=1, tiny sizes): documents are "
                         "marked dry_run, their numbers are not GPU numbers")
     return p
+
+
+def _tiles_text() -> str:
+    return ", ".join(f"{name} {bq}x{bk}" for name, (bq, bk) in DEFAULT_TILES.items())
 
 
 def _given(value, default):
@@ -147,8 +153,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     config = BenchConfig(batch=args.batch, heads=_given(args.heads, 1), d=args.d,
                          dtype=_given(args.dtype, gpu_half_dtype() if args.device == "cuda" else "float32"),
                          causal=args.causal, device=args.device,
-                         block_q=_given(args.block_q, DEFAULT_BLOCK_Q),
-                         block_k=_given(args.block_k, DEFAULT_BLOCK_K), window=args.window)
+                         block_q=args.block_q, block_k=args.block_k, window=args.window)
     try:
         doc = run_sweep(impls, ns, config, repeat=args.repeat, warmup=args.warmup, memory=args.memory,
                         progress=not args.no_progress, command=_command(argv),
@@ -160,8 +165,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{r['impl']:18s} n={r['n']:6d}  {r.get('reason', 'error').upper()} {r['error'][:120]}")
             continue
         mem = "" if r["peak_bytes"] is None else f"  peak {r['peak_bytes'] / 2**20:9.2f} MiB"
+        tiles = "" if r.get("block_q") is None else f"  tiles {r['block_q']}x{r['block_k']}"
         print(f"{r['impl']:18s} n={r['n']:6d}  {r['median_ms']:10.3f} ms (min {r['min_ms']:.3f})"
-              f"  {r['tflops'] * 1e3:8.2f} GFLOP/s{mem}")
+              f"  {r['tflops'] * 1e3:8.2f} GFLOP/s{mem}{tiles}")
     for name, why in doc["skipped"].items():
         print(f"{name:18s} skipped: {why}")
     print(f"device: {doc['device']['name']} ({doc['device']['kind']}); {doc['date']}")

@@ -4,7 +4,10 @@
 ``triton``, ``block_sparse``, ...) to an :class:`Impl`: which arrays it takes (NumPy or
 torch), on which devices it runs, and ``build(config)``, which returns ``fn(q, k, v)``
 for one :class:`BenchConfig` or raises :class:`ImplUnavailable` saying why it cannot run
-here. :func:`register_impl` adds more. ``python -m attn_edu.bench --list`` prints them.
+here, and, for a tiled implementation, ``tiles(config)``: the ``(block_q, block_k)`` it
+runs with (the config's, else its backend's :func:`attn_edu.masks.default_tiles`), which
+every row records. :func:`register_impl` adds more. ``python -m attn_edu.bench --list``
+prints them.
 """
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from .. import profiling
 from .._checks import check_positive_int
 from ..kernels._interpret import requested as interpret_requested
-from ..masks import DEFAULT_BLOCK_K, DEFAULT_BLOCK_Q, allowed_pairs, plan_tiles, sliding_window_mask
+from ..masks import (DEFAULT_BLOCK_K, DEFAULT_BLOCK_Q, allowed_pairs, default_tiles, plan_tiles,
+                     sliding_window_mask)
 from .env import SDPA_BACKENDS
 
 __all__ = ["BenchConfig", "Impl", "ImplUnavailable", "REGISTRY", "register_impl", "impl_names",
@@ -36,8 +40,8 @@ class BenchConfig:
     dtype: str = "float32"
     causal: bool = False
     device: str = "cpu"
-    block_q: int = DEFAULT_BLOCK_Q  # the tile of tiled implementations (queries x keys)
-    block_k: int = DEFAULT_BLOCK_K
+    block_q: Optional[int] = None  # the tile of tiled implementations (queries x keys);
+    block_k: Optional[int] = None  # None: each one's default (Impl.tiles)
     window: Optional[int] = None  # sliding window for masked implementations
 
 
@@ -53,6 +57,8 @@ class Impl:
     devices: Tuple[str, ...] = ("cpu", "cuda")
     #: ``flops(n, config)`` gives the FLOPs the row reports; None = dense attention_flops
     flops: Optional[Callable[[int, "BenchConfig"], int]] = None
+    #: ``tiles(config)`` gives the (block_q, block_k) it runs with; None = not tiled
+    tiles: Optional[Callable[["BenchConfig"], Tuple[int, int]]] = None
 
 
 #: Every implementation a sweep can time, by name (``--list`` prints them).
@@ -61,18 +67,20 @@ REGISTRY: Dict[str, Impl] = {}
 
 def register_impl(name: str, framework: str, build: Callable[[BenchConfig], Callable], description: str,
                   backend: Optional[str] = None, devices: Sequence[str] = ("cpu", "cuda"),
-                  flops: Optional[Callable[[int, BenchConfig], int]] = None) -> Impl:
+                  flops: Optional[Callable[[int, BenchConfig], int]] = None,
+                  tiles: Optional[Callable[[BenchConfig], Tuple[int, int]]] = None) -> Impl:
     """Add an implementation to ``REGISTRY`` (the hook for later ones, e.g. block-sparse).
 
     ``build(config)`` is called once per sweep point and returns ``fn(q, k, v)``; it should
     import what it needs lazily and raise :class:`ImplUnavailable` with a reason when it
     cannot run (module missing, device or dtype unsupported). ``flops(n, config)``, when
     given, is the FLOP count its rows report (e.g. only the allowed pairs of a sparse
-    mask); by default the dense :func:`attn_edu.profiling.attention_flops`.
+    mask); by default the dense :func:`attn_edu.profiling.attention_flops`. ``tiles(config)``,
+    for a tiled implementation, is the ``(block_q, block_k)`` it runs with; the rows record it.
     """
     if framework not in ("numpy", "torch"):
         raise ValueError(f"framework must be 'numpy' or 'torch'; got {framework!r}")
-    impl = Impl(name, framework, description, build, backend, tuple(devices), flops)
+    impl = Impl(name, framework, description, build, backend, tuple(devices), flops, tiles)
     REGISTRY[name] = impl
     return impl
 
@@ -80,6 +88,22 @@ def register_impl(name: str, framework: str, build: Callable[[BenchConfig], Call
 def impl_names() -> List[str]:
     """The registered names, sorted."""
     return sorted(REGISTRY)
+
+
+def _config_tiles(default: Callable[[BenchConfig], Tuple[int, int]]
+                  ) -> Callable[[BenchConfig], Tuple[int, int]]:
+    """``tiles(config)`` for :func:`register_impl`: the config's ``block_q`` / ``block_k`` where
+    given, else ``default(config)`` (e.g. the backend's :func:`attn_edu.masks.default_tiles`)."""
+    def tiles(cfg: BenchConfig) -> Tuple[int, int]:
+        dq, dk = default(cfg)
+        return (dq if cfg.block_q is None else cfg.block_q, dk if cfg.block_k is None else cfg.block_k)
+
+    return tiles
+
+
+_NUMPY_TILES = _config_tiles(lambda cfg: default_tiles("numpy"))
+_TORCH_TILES = _config_tiles(lambda cfg: default_tiles("torch", cfg.device))
+_KERNEL_TILES = _config_tiles(lambda cfg: (DEFAULT_BLOCK_Q, DEFAULT_BLOCK_K))  # block-sparse Triton
 
 
 def _require(module: str, who: str):
@@ -112,8 +136,8 @@ def _build_flash(who: str, numpy: bool) -> Callable[[BenchConfig], Callable]:
             _require("torch", who)
         from ..flash import flash_attention
 
-        return lambda q, k, v: flash_attention(q, k, v, causal=cfg.causal, block_q=cfg.block_q,
-                                               block_k=cfg.block_k)
+        bq, bk = (_NUMPY_TILES if numpy else _TORCH_TILES)(cfg)
+        return lambda q, k, v: flash_attention(q, k, v, causal=cfg.causal, block_q=bq, block_k=bk)
 
     return build
 
@@ -144,6 +168,7 @@ def _build_window(who: str, numpy: bool) -> Callable[[BenchConfig], Callable]:
             _require("torch", who)
         from ..flash import flash_attention
 
+        bq, bk = (_NUMPY_TILES if numpy else _TORCH_TILES)(cfg)
         cache: Dict[Tuple[int, str], Any] = {}
 
         def run(q, k, v):
@@ -153,7 +178,7 @@ def _build_window(who: str, numpy: bool) -> Callable[[BenchConfig], Callable]:
                 if not numpy:
                     m = _require("torch", who).as_tensor(m, device=q.device)
                 cache[key] = m
-            return flash_attention(q, k, v, mask=cache[key], block_q=cfg.block_q, block_k=cfg.block_k)
+            return flash_attention(q, k, v, mask=cache[key], block_q=bq, block_k=bk)
 
         return run
 
@@ -205,12 +230,13 @@ def _build_block_sparse(cfg: BenchConfig) -> Callable:
     from ..kernels.block_sparse_triton import block_sparse_attention
 
     plans: Dict[Tuple[int, str], Any] = {}
+    bq, bk = _KERNEL_TILES(cfg)
 
     def run(q, k, v):
         key = (q.shape[-2], str(q.device))
         if key not in plans:
             m = sliding_window_mask(q.shape[-2], cfg.window, causal=bool(cfg.causal))  # (L, L)
-            plans[key] = plan_tiles(torch.as_tensor(m, device=q.device), cfg.block_q, cfg.block_k)
+            plans[key] = plan_tiles(torch.as_tensor(m, device=q.device), bq, bk)
         return block_sparse_attention(q, k, v, plans[key])
 
     return run
@@ -219,19 +245,20 @@ def _build_block_sparse(cfg: BenchConfig) -> Callable:
 register_impl("numpy_naive", "numpy", _build_numpy_naive,
               "attn_edu.scaled_dot_product_attention on NumPy arrays (materialises n x n)", devices=("cpu",))
 register_impl("numpy_flash", "numpy", _build_flash("numpy_flash", True),
-              "attn_edu.flash.flash_attention on NumPy arrays (tiled, block_q x block_k)", devices=("cpu",))
+              "attn_edu.flash.flash_attention on NumPy arrays (tiled, block_q x block_k)", devices=("cpu",),
+              tiles=_NUMPY_TILES)
 register_impl("numpy_window", "numpy", _build_window("numpy_window", True),
               "attn_edu.flash.flash_attention on NumPy arrays with masks.sliding_window_mask(n, --window) "
               "(sparse: empty tiles skipped; FLOPs = allowed pairs only)",
-              devices=("cpu",), flops=_window_flops)
+              devices=("cpu",), flops=_window_flops, tiles=_NUMPY_TILES)
 register_impl("torch_window", "torch", _build_window("torch_window", False),
               "attn_edu.flash.flash_attention on torch tensors with masks.sliding_window_mask(n, --window) "
               "(sparse: empty tiles skipped; FLOPs = allowed pairs only)",
-              flops=_window_flops)
+              flops=_window_flops, tiles=_TORCH_TILES)
 register_impl("torch_naive", "torch", _build_torch_naive,
               "attn_edu.reference_torch.scaled_dot_product_attention (matmul, softmax, matmul)")
 register_impl("torch_flash", "torch", _build_flash("torch_flash", False),
-              "attn_edu.flash.flash_attention on torch tensors (tiled PyTorch)")
+              "attn_edu.flash.flash_attention on torch tensors (tiled PyTorch)", tiles=_TORCH_TILES)
 register_impl("torch_sdpa", "torch", _build_sdpa(None),
               "torch.nn.functional.scaled_dot_product_attention, backend chosen by PyTorch", backend="auto")
 for _b in SDPA_BACKENDS:
@@ -243,7 +270,7 @@ register_impl("triton", "torch", _build_triton,
 register_impl("block_sparse", "torch", _build_block_sparse,
               "attn_edu.kernels.block_sparse_triton.block_sparse_attention, sliding window --window, "
               "tiles --block-q x --block-k (TFLOP/s counted as dense: an effective rate)",
-              devices=("cuda",))
+              devices=("cuda",), tiles=_KERNEL_TILES)
 
 
 def build_impl(name: str, config: BenchConfig) -> Tuple[Impl, Callable]:

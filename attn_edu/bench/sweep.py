@@ -59,10 +59,13 @@ def _row(impl: Impl, n: int, config: BenchConfig, t: "profiling.Timing") -> Dict
         flops = int(impl.flops(n, config))
     else:
         flops = profiling.attention_flops(config.batch, config.heads, n, n, config.d, causal=config.causal)
+    block_q, block_k = impl.tiles(config) if impl.tiles is not None else (None, None)
     return {
         "impl": impl.name,
         "backend": impl.backend,
         "n": n,
+        "block_q": block_q,  # the tiles it ran with (None: not tiled)
+        "block_k": block_k,
         "median_ms": t.median_ms,
         "min_ms": t.min_ms,
         "times_ms": list(t.times_ms),

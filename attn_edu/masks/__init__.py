@@ -34,7 +34,11 @@ __all__ = build.__all__ + tiles.__all__ + cost.__all__
 
 # Data is documented where the API page reads it, the package (functions and classes
 # carry their docstrings along; a constant does not).
-#: The default tile rows (queries), 64 (``attn_edu.masks.tiles``).
+#: The default tile rows (queries), 64, of ``plan_tiles`` and the block-sparse kernel.
 DEFAULT_BLOCK_Q = tiles.DEFAULT_BLOCK_Q
-#: The default tile columns (keys), 64 (``attn_edu.masks.tiles``).
+#: The default tile columns (keys), 64, of ``plan_tiles`` and the block-sparse kernel.
 DEFAULT_BLOCK_K = tiles.DEFAULT_BLOCK_K
+#: The default ``(block_q, block_k)`` of the tiled loops by backend (``numpy``, ``torch_cpu``,
+#: ``torch_gpu``): large tiles, since every tile costs Python calls (``attn_edu.masks.tiles``;
+#: :func:`default_tiles` reads it).
+DEFAULT_TILES = tiles.DEFAULT_TILES

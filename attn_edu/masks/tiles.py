@@ -15,9 +15,11 @@ the block-sparse Triton kernel (which walks :meth:`TilePlan.tile_lists`) and the
 benchmarks. :func:`plan_tiles` builds one; :func:`block_layout`, :func:`full_blocks` and
 :func:`causal_block_layout` are the layouts on their own.
 
-Tiles default to ``DEFAULT_BLOCK_Q x DEFAULT_BLOCK_K`` = 64 x 64 wherever a function
-takes them (the tiles chapter 09 draws, and a size GPU kernels use); a benchmark or a goal
-that wants other tiles says so. Drawn in chapter 09, used in chapters 10 and 11.
+The tiled loops of :func:`attn_edu.flash.flash_attention` take their default tiles from
+:func:`default_tiles`, per backend (large tiles on a CPU, where every tile costs Python
+and NumPy calls); everything else that takes tiles (:func:`plan_tiles`, the block-sparse
+Triton kernel) defaults to ``DEFAULT_BLOCK_Q x DEFAULT_BLOCK_K`` = 64 x 64. A benchmark
+or a goal that wants other tiles says so. Drawn in chapter 09, used in chapters 10 and 11.
 """
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ from .build import causal_block, causal_offset, causal_offset_or_none
 __all__ = [
     "DEFAULT_BLOCK_Q",
     "DEFAULT_BLOCK_K",
+    "DEFAULT_TILES",
+    "default_tiles",
     "TilePlan",
     "plan_tiles",
     "block_layout",
@@ -40,9 +44,38 @@ __all__ = [
     "block_density",
 ]
 
-#: The default tile, 64 queries by 64 keys, for every function that takes ``block_q`` / ``block_k``.
+#: The default tile, 64 queries by 64 keys, of :func:`plan_tiles` and the block-sparse
+#: Triton kernel (the tiled loops take theirs from :func:`default_tiles`).
 DEFAULT_BLOCK_Q = 64
 DEFAULT_BLOCK_K = 64
+
+#: The default ``(block_q, block_k)`` of the tiled loops, by backend. On a CPU every tile
+#: costs a dozen NumPy (or torch) calls, so tiles are large: 256 queries by 512 keys keep
+#: NumPy's time in the matrix products and ``exp`` (64 x 64 tiles made NumPy flash 5x
+#: slower, and slower than the naive NumPy attention; a 256 x 512 float32 tile is 512 KiB
+#: per batch element). The PyTorch loop launches a dozen kernels per tile, on a CPU and
+#: on a GPU alike, so it too takes large tiles. The Triton kernels pick their own tiles
+#: (autotuned, chapter 10).
+DEFAULT_TILES = {
+    "numpy": (256, 512),
+    "torch_cpu": (256, 256),
+    "torch_gpu": (256, 256),
+}
+
+
+def default_tiles(framework: str, device: Any = "cpu") -> Tuple[int, int]:
+    """The ``(block_q, block_k)`` a tiled loop uses when the call gives none (``DEFAULT_TILES``).
+
+    ``framework`` is ``"numpy"`` or ``"torch"``; for torch, ``device`` is the tensors' device
+    (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``): any device but the CPU gets
+    the GPU's tiles. ``python -m attn_edu.bench`` uses the same defaults and prints them.
+    """
+    if framework == "numpy":
+        return DEFAULT_TILES["numpy"]
+    if framework != "torch":
+        raise ValueError(f"framework must be 'numpy' or 'torch'; got {framework!r}")
+    kind = str(getattr(device, "type", device)).split(":")[0]
+    return DEFAULT_TILES["torch_cpu" if kind == "cpu" else "torch_gpu"]
 
 
 def _count(length: int, block: int) -> int:
@@ -374,28 +407,32 @@ def plan_checked(host: Optional[np.ndarray], lq: int, lk: int, block_q: int, blo
     return _frozen_plan(block_q, block_k, lq, lk, align, computed, computed & ~full, mask)
 
 
-def unpack_plan(mask: Any, causal: Union[bool, str], block_q: Optional[int],
-                block_k: Optional[int]) -> Tuple[Any, Optional[TilePlan], int, int]:
+def unpack_plan(mask: Any, causal: Union[bool, str], block_q: Optional[int], block_k: Optional[int],
+                default: Tuple[int, int] = (DEFAULT_BLOCK_Q, DEFAULT_BLOCK_K)
+                ) -> Tuple[Any, Optional[TilePlan], int, int]:
     """For functions that take a :class:`TilePlan` where a mask goes.
 
     Returns ``(mask, plan, block_q, block_k)``: with a plan, its mask, the plan and its
     tiles, after checking that the call's ``block_q``, ``block_k`` (when given) and
     ``causal`` agree with the plan (a ValueError otherwise); without one, the mask as
-    given, None and the tiles (``DEFAULT_BLOCK_Q`` x ``DEFAULT_BLOCK_K`` when not given).
+    given, None and the tiles (``default`` when not given: the caller's
+    :func:`default_tiles`, else ``DEFAULT_BLOCK_Q`` x ``DEFAULT_BLOCK_K``).
     :func:`split_plan` and :func:`check_plan_causal` are its two halves.
     """
-    mask, plan, block_q, block_k = split_plan(mask, block_q, block_k)
+    mask, plan, block_q, block_k = split_plan(mask, block_q, block_k, default)
     if plan is not None:
         check_plan_causal(plan, causal, check_causal(causal))
     return mask, plan, block_q, block_k
 
 
-def split_plan(mask: Any, block_q: Optional[int], block_k: Optional[int]
+def split_plan(mask: Any, block_q: Optional[int], block_k: Optional[int],
+               default: Tuple[int, int] = (DEFAULT_BLOCK_Q, DEFAULT_BLOCK_K)
                ) -> Tuple[Any, Optional[TilePlan], int, int]:
-    """:func:`unpack_plan` without ``causal``: the tiles checked once, against the plan's if any."""
+    """:func:`unpack_plan` without ``causal``: the tiles checked once, against the plan's if
+    any; ``default`` for those not given (a tiled loop passes its :func:`default_tiles`)."""
     if not isinstance(mask, TilePlan):
-        block_q = DEFAULT_BLOCK_Q if block_q is None else check_positive_int("block_q", block_q)
-        block_k = DEFAULT_BLOCK_K if block_k is None else check_positive_int("block_k", block_k)
+        block_q = default[0] if block_q is None else check_positive_int("block_q", block_q)
+        block_k = default[1] if block_k is None else check_positive_int("block_k", block_k)
         return mask, None, block_q, block_k
     plan = mask
     for name, given, planned in (("block_q", block_q, plan.block_q), ("block_k", block_k, plan.block_k)):
