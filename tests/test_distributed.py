@@ -308,6 +308,7 @@ def run_correctness(world_size, jobs):
     return runs
 
 
+@pytest.mark.slow  # starts two processes (about 10 s)
 def test_ring_on_two_processes_equals_the_reference():
     """The fast loop's one multi-process check: P = 2, zigzag, causal, forward and backward."""
     q, k, v, do = tensors(h=2, length=12)
