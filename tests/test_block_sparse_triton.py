@@ -203,7 +203,8 @@ def test_skipping_is_per_row_block_and_nan_still_propagates():
     out = bst.block_sparse_attention(q, k, v, mask, block_q=block, block_k=block)
     assert torch.isnan(out[:, :, 48:]).all()  # these rows attend NaN keys
     assert torch.isfinite(out[:, :, :48]).all()  # these never load key block 3
-    gold, naive = reference_pair(q[:, :, :48], k[:, :, :48], v[:, :, :48], mask=mask[:48, :48], precision=kernel_precision(q.dtype))
+    gold, naive = reference_pair(q[:, :, :48], k[:, :, :48], v[:, :, :48], mask=mask[:48, :48],
+                                 precision=kernel_precision(q.dtype))
     assert_close_to_reference(out[:, :, :48], gold, naive)
 
 

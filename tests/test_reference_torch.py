@@ -16,7 +16,8 @@ import torch.nn.functional as F  # noqa: E402
 
 import attn_edu  # noqa: E402
 from attn_edu import _checks, masks, reference, reference_torch  # noqa: E402
-from attn_edu.testing import assert_close_to_reference, assert_same_up_to_rounding, reference_pair, to_numpy  # noqa: E402
+from attn_edu.testing import (assert_close_to_reference, assert_same_up_to_rounding, reference_pair,  # noqa: E402
+                              to_numpy)
 from conftest import rand, torch_qkv  # noqa: E402
 
 def CUDA(test):

@@ -76,7 +76,8 @@ def test_seqlens_fully_masked_chunks_and_empty_sequences():
         out, lse = dt.split_kv_decode(q, k, v, num_splits=4, causal=causal, seqlens=seqlens,
                                       enable_gqa=True, return_lse=True)
         assert (out[0] == 0).all() and torch.isneginf(lse[0]).all() and not out.isnan().any()
-        gold, naive = reference_pair(q, k, v, causal=causal, enable_gqa=True, seqlens=seqlens, precision=kernel_precision(torch.float32))
+        gold, naive = reference_pair(q, k, v, causal=causal, enable_gqa=True, seqlens=seqlens,
+                                     precision=kernel_precision(torch.float32))
         assert_close_to_reference(out[1:], gold[1:], naive[1:])
     # bottom-right with a sequence shorter than L_q: its first queries see nothing
     out = dt.split_kv_decode(q, k, v, num_splits=2, causal="bottom_right",
@@ -320,7 +321,7 @@ def test_float32_precision_follows_the_one_rule():
     assert dt.pick_config((9, 0), 128, "tf32") == dt.DECODE_CONFIGS[90][0]
     q, k, v = _inputs(1, 2, 1, 1, 20, 16, 16, torch.float32)
     exact = dt.split_kv_decode(q, k, v, enable_gqa=True, precision="ieee")
-    gold, naive = reference_pair(q, k, v, causal=False, enable_gqa=True, precision=kernel_precision(torch.float32, "ieee"))
+    gold, naive = reference_pair(q, k, v, enable_gqa=True, precision=kernel_precision(torch.float32, "ieee"))
     assert_close_to_reference(exact, gold, naive)
     raises_with(ValueError, ["precision must be"], dt.split_kv_decode, q, k, v, enable_gqa=True, precision="x")
 
