@@ -105,7 +105,6 @@ def assert_same_up_to_rounding(actual, desired, ulps: float = 8, what: str = "re
     return err
 
 
-
 def reference_pair(q, k, v, *, precision: Optional[str] = None, seqlens: Optional[Sequence[int]] = None,
                    attention: Optional[Callable] = None, **kwargs) -> Tuple[object, object]:
     """``(gold, naive)`` for :func:`assert_close_to_reference`: one attention call, twice.
@@ -115,7 +114,7 @@ def reference_pair(q, k, v, *, precision: Optional[str] = None, seqlens: Optiona
     inputs' dtype T, the plain matmul-softmax-matmul whose error sets the tolerance.
     q, k, v: NumPy arrays or torch tensors of one dtype T; tensors stay on their device.
 
-    * ``attention``: default :func:`attn_edu.scaled_dot_product_attention` (the NumPy
+    * ``attention``: default :func:`attn_edu.reference.scaled_dot_product_attention` (the NumPy
       reference, or its PyTorch twin for tensors); ``kwargs`` (``mask``, ``causal``,
       ``scale``, ``enable_gqa``, ...) go to both calls. A NumPy ``mask`` given with
       tensors is made a tensor on their device.
