@@ -304,6 +304,7 @@ def _gpu_bench_check(tmp_path):
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # runs gpu-bench.sh --check: several interpreters importing torch
 @pytest.mark.skipif(bench.cuda_available(), reason="on a GPU --check goes on to the GPU tests")
 def test_check_says_there_is_no_gpu_and_fails(tmp_path):
     pytest.importorskip("torch")
@@ -317,6 +318,7 @@ def test_check_says_there_is_no_gpu_and_fails(tmp_path):
     assert "pytest -m gpu" not in out.split("no CUDA GPU")[1]  # the GPU tests were not run
 
 
+@pytest.mark.slow  # a second pytest collects three test modules (imports torch and triton)
 def test_gpu_marker_selects_the_kernel_and_cuda_only_tests():
     res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu",
                           "tests/test_reference_torch.py", "tests/test_triton_decode.py",
