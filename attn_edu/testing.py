@@ -11,19 +11,20 @@ the obvious one, with some slack, but not more. This is the rule FlashAttention'
 tests use. ``tiny`` is one unit in the last place of T at the output's magnitude, so an
 implementation is never asked for exactly zero error when naive_T happens to be exact;
 for float64, where naive_64 *is* the gold answer, it is 1e-10, the bound for float64 tiled vs. naive.
+:func:`reference_pair` computes ``gold`` and ``naive_T`` for an attention call.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _checks
+from . import _checks, reference
 from ._checks import is_torch_tensor
 from .precision import FLOAT_LIMITS
 
 __all__ = ["to_numpy", "ulp_tiny", "reference_tolerance", "assert_close_to_reference",
-           "assert_same_up_to_rounding"]
+           "assert_same_up_to_rounding", "reference_pair"]
 
 
 def _eps(dtype_name: str) -> float:
@@ -103,3 +104,67 @@ def assert_same_up_to_rounding(actual, desired, ulps: float = 8, what: str = "re
         raise AssertionError(f"{what}: max difference {err:.3e} exceeds {ulps} ulps ({tol:.3e})")
     return err
 
+
+def reference_pair(q, k, v, *, precision: Optional[str] = None, seqlens: Optional[Sequence[int]] = None,
+                   attention: Optional[Callable] = None, **kwargs) -> Tuple[object, object]:
+    """``(gold, naive)`` for :func:`assert_close_to_reference`: one attention call, twice.
+
+    ``gold`` is ``attention(q, k, v, **kwargs)`` on the inputs made float64 (the values the
+    implementation under test saw, computed exactly); ``naive`` is the same call in the
+    inputs' dtype T, the plain matmul-softmax-matmul whose error sets the tolerance.
+    q, k, v: NumPy arrays or torch tensors of one dtype T; tensors stay on their device.
+
+    * ``attention``: default :func:`attn_edu.reference.scaled_dot_product_attention` (the NumPy
+      reference, or its PyTorch twin for tensors); ``kwargs`` (``mask``, ``causal``,
+      ``scale``, ``enable_gqa``, ...) go to both calls. A NumPy ``mask`` given with
+      tensors is made a tensor on their device.
+    * ``precision``: how the implementation multiplied float32, ``"ieee"`` or ``"tf32"``
+      (what ``attn_edu.kernels._targets.input_precision`` chose for the launch). A TF32
+      product has float16's 10-bit mantissa, so ``"tf32"`` holds float32 to the float16
+      rule: ``naive`` is computed in float16 (and returned in float16). Other dtypes ignore it.
+    * ``seqlens``: keys per sequence, as the kernels' padded KV cache takes them: sequence
+      ``b`` is computed alone over its first ``seqlens[b]`` keys (a causal alignment counts
+      from them), and the results are stacked along the batch axis (not with ``mask``).
+    """
+    if precision not in (None, "ieee", "tf32"):
+        raise ValueError(f"precision must be None, 'ieee' or 'tf32'; got {precision!r}")
+    attention = reference.scaled_dot_product_attention if attention is None else attention
+    if seqlens is not None:
+        if kwargs.get("mask") is not None:
+            raise ValueError("reference_pair takes seqlens or mask, not both")
+        lengths = [int(n) for n in seqlens]
+        if len(lengths) != q.shape[0]:
+            raise ValueError(f"seqlens must give one length per sequence (q.shape[0] = {q.shape[0]}); "
+                             f"got {len(lengths)}")
+        pairs = [reference_pair(q[b:b + 1], k[b:b + 1, ..., :n, :], v[b:b + 1, ..., :n, :],
+                                precision=precision, attention=attention, **kwargs)
+                 for b, n in enumerate(lengths)]
+        stack = _concatenate(q)
+        return stack([g for g, _ in pairs]), stack([n for _, n in pairs])
+    if is_torch_tensor(q) and kwargs.get("mask") is not None and not is_torch_tensor(kwargs["mask"]):
+        import torch
+
+        kwargs["mask"] = torch.as_tensor(np.asarray(kwargs["mask"]), device=q.device)
+    naive_dtype = "float16" if precision == "tf32" and _checks.dtype_name(q) == "float32" else None
+    gold = attention(*(_as_dtype(x, "float64") for x in (q, k, v)), **kwargs)
+    naive = attention(*(_as_dtype(x, naive_dtype) for x in (q, k, v)), **kwargs)
+    return gold, naive
+
+
+def _as_dtype(x, dtype_name: Optional[str]):
+    """``x`` in the dtype named (None: its own), without autograd history."""
+    if is_torch_tensor(x):
+        import torch
+
+        x = x.detach()
+        return x if dtype_name is None else x.to(getattr(torch, dtype_name))
+    return x if dtype_name is None else np.asarray(x).astype(dtype_name)
+
+
+def _concatenate(like) -> Callable:
+    """Concatenation along axis 0 for arrays of ``like``'s kind (NumPy or torch)."""
+    if is_torch_tensor(like):
+        import torch
+
+        return torch.cat
+    return np.concatenate

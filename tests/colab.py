@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 import re
 import shutil
 import subprocess
@@ -91,10 +92,14 @@ def _constraints_file() -> Path:
     return path
 
 
+def _standin_cached() -> Path:
+    """The python of the cached stand-in venv (made if needed), before attn_edu goes in."""
+    return venvs.cached_venv("colab-standin", [*standin_requirements(), "-c", str(_constraints_file())])
+
+
 def standin_venv() -> Path:
     """The python of the (cached) Colab stand-in venv, with this working tree's attn_edu."""
-    reqs = standin_requirements()
-    python = venvs.cached_venv("colab-standin", [*reqs, "-c", str(_constraints_file())])
+    python = _standin_cached()
     venvs.install_attn_edu(python)
     return python
 
@@ -160,6 +165,13 @@ def write_colab_kernelspec(jupyter_path: Path, python: Path, root: Path, block: 
     return spec_dir
 
 
+def _python313_requirements() -> list:
+    import hypothesis
+
+    return [f"numpy=={colab_pins('gpu')['numpy']}", "setuptools>=70.1", f"pytest=={pytest.__version__}",
+            f"hypothesis=={hypothesis.__version__}"]
+
+
 def python313_venv() -> Path:
     """A cached venv of Colab's Python (3.13) with Colab's NumPy, pytest and hypothesis (no
     torch: PyTorch's local wheel is for 3.11), and this working tree's attn_edu; skips the
@@ -167,13 +179,34 @@ def python313_venv() -> Path:
     base = python313()
     if base is None:
         pytest.skip("no Python 3.13 here (pyenv install 3.13.0, or put python3.13 on PATH)")
-    import hypothesis
-
-    reqs = [f"numpy=={colab_pins('gpu')['numpy']}", "setuptools>=70.1", f"pytest=={pytest.__version__}",
-            f"hypothesis=={hypothesis.__version__}"]
     try:
-        python = venvs.cached_venv("colab-py313", reqs, base=base)
+        python = venvs.cached_venv("colab-py313", _python313_requirements(), base=base)
         venvs.install_attn_edu(python)
     except (RuntimeError, subprocess.CalledProcessError) as exc:
         pytest.skip(f"the Python 3.13 venv could not be built: {str(exc)[-600:]}")
     return python
+
+
+def prebuild() -> None:
+    """Make the two cached venvs of the Colab tests (the stand-in: minutes on a cold
+    machine; Python 3.13's) ahead of the tests that use them. scripts/test.sh runs it in
+    the background (``python tests/colab.py --prebuild``) while the first tests run; a test
+    that gets there first waits for it (tests/venvs.py locks each venv). Each failure is
+    printed and left to the tests, which build again and report it."""
+    import time
+
+    jobs = [] if os.environ.get("ATTN_EDU_NO_COLAB_STANDIN") == "1" else [("colab-standin", _standin_cached)]
+    base = python313()
+    if base is not None:
+        jobs.append(("colab-py313", lambda: venvs.cached_venv("colab-py313", _python313_requirements(), base=base)))
+    for name, job in jobs:
+        start = time.perf_counter()
+        try:
+            job()
+            print(f"[prebuild] {name}: ready in {time.perf_counter() - start:.0f} s", flush=True)
+        except Exception as exc:  # noqa: BLE001 - reported, and the tests try again
+            print(f"[prebuild] {name}: failed ({str(exc)[-300:]})", flush=True)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--prebuild"]:
+    prebuild()

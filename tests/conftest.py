@@ -8,8 +8,12 @@
   only changes how triton runs.
 * **Builders.** :func:`rand`, :func:`qkv` (NumPy) and :func:`torch_qkv` (torch, on
   :data:`DEVICE`) give standard-normal inputs from a seed; ``torch_qkv`` draws the same
-  numbers as ``qkv``, so a NumPy and a torch test of one case see one input. Test
-  modules import them: ``from conftest import qkv``.
+  numbers as ``qkv``, so a NumPy and a torch test of one case see one input. They are the
+  suite's only q, k, v builders (batch and heads through ``lead``, GQA through
+  ``lead_k``; tests/test_conventions.py checks there is one ``def qkv``). Test modules
+  import them: ``from conftest import qkv``. The gold answer and naive_T that a test
+  compares with come from :func:`attn_edu.testing.reference_pair`;
+  :func:`kernel_precision` says which precision a kernel launch runs in.
 * **Markers** (registered in ``pyproject.toml``): ``slow`` (more than a few seconds),
   ``notebooks`` (executes the chapters), ``browser`` (builds the book, opens it in
   Chromium), ``gpu`` (CUDA code: every test of the kernel modules in
@@ -109,6 +113,19 @@ def torch_qkv(lq: int, lk: int, d: int = 16, dv: Optional[int] = None, lead: Seq
     arrays = qkv(lq, lk, d, dv, lead, seed, np.float64, lead_k)
     return tuple(torch.from_numpy(x).to(device=device or DEVICE, dtype=dtype).requires_grad_(requires_grad)
                  for x in arrays)
+
+
+def kernel_precision(dtype, precision: Optional[str] = None) -> str:
+    """The ``input_precision`` ("ieee" or "tf32") of a Triton kernel launched on :data:`DEVICE`
+    with inputs of ``dtype`` and the caller's ``precision``, by the kernels' one rule
+    (``attn_edu.kernels._targets.input_precision``): what
+    :func:`attn_edu.testing.reference_pair` takes to pick the naive dtype."""
+    import torch
+
+    from attn_edu.kernels import _targets
+
+    cap = torch.cuda.get_device_capability() if CUDA else None
+    return _targets.input_precision(str(dtype).replace("torch.", ""), cap, precision)
 
 
 def raises_with(exc: type, words: Sequence[str], fn, *args, **kwargs) -> str:

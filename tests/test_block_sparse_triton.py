@@ -17,8 +17,8 @@ import attn_edu  # noqa: E402
 from attn_edu import masks  # noqa: E402
 from attn_edu.bench import block_sparse as bench_bs  # noqa: E402
 from attn_edu.kernels import block_sparse_triton as bst  # noqa: E402
-from attn_edu.testing import assert_close_to_reference  # noqa: E402
-from conftest import CUDA, DEVICE, OnCuda, torch_qkv  # noqa: E402
+from attn_edu.testing import assert_close_to_reference, reference_pair  # noqa: E402
+from conftest import CUDA, DEVICE, OnCuda, kernel_precision, torch_qkv  # noqa: E402
 
 if not CUDA and not bst.INTERPRETED:  # imported earlier without it
     bst = importlib.reload(bst)
@@ -43,27 +43,9 @@ def make_mask(kind, lq, lk, seed=0):
     return m
 
 
-def qkv(b, h, lq, lk, d, dtype="float32", dv=None, seed=0):
-    return torch_qkv(lq, lk, d, dv, lead=(b, h), seed=seed, dtype=dtype)
-
-
-def gold_and_naive(q, k, v, mask, scale=None):
-    """float64 NumPy reference and the naive PyTorch attention in the input dtype (CPU);
-    float32 on a GPU with TF32 (its default there) is held to the float16 rule
-    (``attn_edu.kernels._targets.input_precision``)."""
-    np_mask = np.asarray(mask.cpu() if isinstance(mask, torch.Tensor) else mask)
-    gold = attn_edu.scaled_dot_product_attention(
-        *(x.detach().cpu().double().numpy() for x in (q, k, v)), mask=np_mask, scale=scale)
-    tf32 = q.is_cuda and q.dtype == torch.float32 and torch.cuda.get_device_capability() >= (8, 0)
-    naive = attn_edu.scaled_dot_product_attention(
-        *(x.detach().cpu().to(torch.float16 if tf32 else x.dtype) for x in (q, k, v)),
-        mask=torch.from_numpy(np_mask), scale=scale)
-    return gold, naive
-
-
 def check(q, k, v, mask, **kw):
     out = bst.block_sparse_attention(q, k, v, mask, **kw)
-    gold, naive = gold_and_naive(q, k, v, mask, kw.get("scale"))
+    gold, naive = reference_pair(q, k, v, mask=mask, scale=kw.get("scale"), precision=kernel_precision(q.dtype))
     assert out.dtype == q.dtype and out.shape == gold.shape
     assert not torch.isnan(out).any()
     assert_close_to_reference(out, gold, naive)
@@ -75,20 +57,20 @@ def check(q, k, v, mask, **kw):
 @pytest.mark.parametrize("L,block,d", [(17, 16, 16), (64, 16, 64), (64, 32, 16),
                                        (129, 32, 64), (129, 16, 16)])
 def test_matches_reference(kind, L, block, d):
-    q, k, v = qkv(1, 2, L, L, d)
+    q, k, v = torch_qkv(L, L, d, lead=(1, 2))
     check(q, k, v, make_mask(kind, L, L), block_q=block, block_k=block)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("kind", ["causal", "random_blocks"])
 def test_half_precision(dtype, kind):
-    q, k, v = qkv(1, 2, 129, 129, 64, dtype=dtype)
+    q, k, v = torch_qkv(129, 129, 64, lead=(1, 2), dtype=dtype)
     check(q, k, v, make_mask(kind, 129, 129), block_q=32, block_k=32)
 
 
 @pytest.mark.parametrize("lq,lk", [(17, 65), (65, 17), (1, 33)])
 def test_lq_ne_lk_odd_head_dims_rectangular_tiles(lq, lk):
-    q, k, v = qkv(2, 1, lq, lk, 59, dv=111)
+    q, k, v = torch_qkv(lq, lk, 59, dv=111, lead=(2, 1))
     mask = np.asarray(masks.causal_mask(lq, lk, "bottom_right"))
     check(q, k, v, mask, block_q=16, block_k=32)
     check(q, k, v, make_mask("random", lq, lk), block_q=32, block_k=16, scale=-0.3)
@@ -97,12 +79,12 @@ def test_lq_ne_lk_odd_head_dims_rectangular_tiles(lq, lk):
 @pytest.mark.parametrize("d,dv", [(1, 1), (8, 3), (4, 16)])
 def test_head_dims_below_16_are_padded(d, dv):
     """Head dimensions 1 to 15 run as 16 lanes with the rest masked, as in the other kernels."""
-    q, k, v = qkv(1, 2, 33, 40, d, dv=dv)
+    q, k, v = torch_qkv(33, 40, d, dv=dv, lead=(1, 2))
     check(q, k, v, make_mask("random_blocks", 33, 40), block_q=16, block_k=16)
 
 
 def test_mask_per_batch_and_head():
-    q, k, v = qkv(2, 3, 40, 40, 16)
+    q, k, v = torch_qkv(40, 40, 16, lead=(2, 3))
     rng = np.random.default_rng(1)
     per_head = rng.random((2, 3, 40, 40)) < 0.2
     per_head[1, 2, :16] = False  # a whole row block empty in one head only
@@ -117,7 +99,7 @@ def test_mask_per_batch_and_head():
 
 def test_fully_masked_rows_give_zeros_and_lse_minus_inf():
     L = 64
-    q, k, v = qkv(1, 2, L, L, 16)
+    q, k, v = torch_qkv(L, L, 16, lead=(1, 2))
     mask = np.asarray(masks.causal_mask(L))
     mask[16:32] = False  # a whole row block with no tile at all
     mask[5] = False  # one row inside a partial tile
@@ -130,7 +112,7 @@ def test_fully_masked_rows_give_zeros_and_lse_minus_inf():
 
 def test_lse_matches_float64_logsumexp():
     L = 65
-    q, k, v = qkv(1, 2, L, L, 16)
+    q, k, v = torch_qkv(L, L, 16, lead=(1, 2))
     mask = make_mask("window", L, L)
     _, lse = bst.block_sparse_attention(q, k, v, mask, block_q=16, block_k=16, return_lse=True)
     s = (q.double() @ k.double().transpose(-1, -2)).cpu() / 4.0  # scale 1/sqrt(16)
@@ -142,7 +124,7 @@ def test_lse_matches_float64_logsumexp():
 
 
 def test_repeated_runs_bitwise_equal():
-    q, k, v = qkv(1, 1, 33, 33, 16)
+    q, k, v = torch_qkv(33, 33, 16, lead=(1, 1))
     mask = make_mask("random", 33, 33)
     assert torch.equal(bst.block_sparse_attention(q, k, v, mask, block_q=16, block_k=16),
                        bst.block_sparse_attention(q, k, v, mask, block_q=16, block_k=16))
@@ -185,11 +167,11 @@ def test_causal_plan_has_half_the_tiles_and_full_tiles_below_diagonal():
 
 
 def test_a_plan_is_reused_and_copied_to_the_device_once():
-    q, k, v = qkv(1, 2, 48, 48, 16)
+    q, k, v = torch_qkv(48, 48, 16, lead=(1, 2))
     mask = make_mask("window", 48, 48)
     plan = masks.plan_tiles(torch.from_numpy(mask).to(DEVICE), 16, 32)
     out = bst.block_sparse_attention(q, k, v, plan)
-    gold, naive = gold_and_naive(q, k, v, mask)
+    gold, naive = reference_pair(q, k, v, mask=mask, precision=kernel_precision(q.dtype))
     assert_close_to_reference(out, gold, naive)
     cached = dict(plan._derived)
     assert len(cached) == 1  # its mask and tile lists, on q's device
@@ -201,7 +183,7 @@ def test_a_plan_is_reused_and_copied_to_the_device_once():
 def test_empty_tiles_are_never_loaded():
     """NaN in K and V of keys that sit only in empty tiles cannot reach the output."""
     L, block = 64, 16
-    q, k, v = qkv(1, 2, L, L, 16)
+    q, k, v = torch_qkv(L, L, 16, lead=(1, 2))
     mask = np.asarray(masks.causal_mask(L)).copy()
     mask[:, 16:32] = False  # key block 1 is empty in every row block
     k_nan, v_nan = k.clone(), v.clone()
@@ -213,7 +195,7 @@ def test_empty_tiles_are_never_loaded():
         q.cpu(), k_nan.cpu(), v_nan.cpu(), mask=torch.from_numpy(mask))
     assert torch.isnan(naive_nan[:, :, 32:]).all()
     assert torch.isfinite(out).all()
-    gold, naive = gold_and_naive(q, k, v, mask)  # finite K, V give the answer
+    gold, naive = reference_pair(q, k, v, mask=mask, precision=kernel_precision(q.dtype))  # finite K, V give the answer
     assert_close_to_reference(out, gold, naive)
 
 
@@ -221,14 +203,15 @@ def test_empty_tiles_are_never_loaded():
 def test_skipping_is_per_row_block_and_nan_still_propagates():
     """Causal: key block 3 is loaded only by row block 3, where NaN must propagate."""
     L, block = 64, 16
-    q, k, v = qkv(1, 1, L, L, 16)
+    q, k, v = torch_qkv(L, L, 16, lead=(1, 1))
     mask = np.asarray(masks.causal_mask(L))
     k[:, :, 48:] = float("nan")
     v[:, :, 48:] = float("nan")
     out = bst.block_sparse_attention(q, k, v, mask, block_q=block, block_k=block)
     assert torch.isnan(out[:, :, 48:]).all()  # these rows attend NaN keys
     assert torch.isfinite(out[:, :, :48]).all()  # these never load key block 3
-    gold, naive = gold_and_naive(q[:, :, :48], k[:, :, :48], v[:, :, :48], mask[:48, :48])
+    gold, naive = reference_pair(q[:, :, :48], k[:, :, :48], v[:, :, :48], mask=mask[:48, :48],
+                                 precision=kernel_precision(q.dtype))
     assert_close_to_reference(out[:, :, :48], gold, naive)
 
 
@@ -236,7 +219,7 @@ def test_full_tiles_do_not_read_the_element_mask():
     """With the layout of mask A, entries of the element mask inside A's full tiles are
     never read: a mask B that differs from A only there gives A's answer."""
     L = 64
-    q, k, v = qkv(1, 1, L, L, 16)
+    q, k, v = torch_qkv(L, L, 16, lead=(1, 1))
     a = np.asarray(masks.causal_mask(L))
     b = a.copy()
     b[40:48, 0:8] = False  # inside tile (2, 0), which is full in A
@@ -245,7 +228,7 @@ def test_full_tiles_do_not_read_the_element_mask():
     # a plan whose mask is B but whose tiles are A's: what the kernel reads of the mask
     plan_mixed = masks.TilePlan(16, 16, L, L, None, plan_a.computed, plan_a.partial, b)
     out = bst.block_sparse_attention(q, k, v, plan_mixed)
-    gold_a, naive_a = gold_and_naive(q, k, v, a)
+    gold_a, naive_a = reference_pair(q, k, v, mask=a, precision=kernel_precision(q.dtype))
     assert_close_to_reference(out, gold_a, naive_a)
     out_b = check(q, k, v, b, block_q=16, block_k=16)  # B's own layout marks the tile partial
     assert not torch.allclose(out_b, out)
@@ -260,11 +243,11 @@ needs_flex = pytest.mark.skipif(not bst.flex_available(),
 @pytest.mark.parametrize("kind", ["window", "random"])
 def test_matches_flex_attention(kind):
     L = 65
-    q, k, v = qkv(1, 2, L, L, 16)
+    q, k, v = torch_qkv(L, L, 16, lead=(1, 2))
     mask = make_mask(kind, L, L)
     out, lse = bst.block_sparse_attention(q, k, v, mask, block_q=16, block_k=16, return_lse=True)
     ref, ref_lse = bst.flex_reference(q, k, v, mask, 16, return_lse=True, compiled=False)
-    gold, naive = gold_and_naive(q, k, v, mask)
+    gold, naive = reference_pair(q, k, v, mask=mask, precision=kernel_precision(q.dtype))
     assert_close_to_reference(ref, gold, naive)  # FlexAttention agrees with the gold answer
     assert (out - ref).abs().max() < 1e-5
     assert torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse))
@@ -303,14 +286,14 @@ class _SmallSharedMemory:
 
 
 def test_a_tile_too_big_for_the_gpu_falls_back_to_64_by_64(monkeypatch):
-    q, k, v = qkv(1, 2, 80, 80, 32)
+    q, k, v = torch_qkv(80, 80, 32, lead=(1, 2))
     mask = make_mask("random_blocks", 80, 80)
     fake = _SmallSharedMemory(bst._block_sparse_fwd_kernel)
     monkeypatch.setattr(bst, "_block_sparse_fwd_kernel", fake)
     with pytest.warns(UserWarning, match="a 128 x 64 tile at head dim 32 needs more shared memory"):
         out = bst.block_sparse_attention(q, k, v, mask, block_q=128, block_k=64)
     assert fake.tiles == [(128, 64), (64, 64)]
-    gold, naive = gold_and_naive(q, k, v, mask)
+    gold, naive = reference_pair(q, k, v, mask=mask, precision=kernel_precision(q.dtype))
     assert_close_to_reference(out, gold, naive)
     # nothing smaller to fall back to: a clear error, not Triton's
     monkeypatch.setattr(bst, "_block_sparse_fwd_kernel", _SmallSharedMemory(fake.real, limit_block=16))
@@ -345,10 +328,10 @@ def test_exact_float32_runs_in_row_slices_and_is_refused_where_tf32_exists(monke
     assert bst.launch_config(64, 64, 128, "ieee") == (bst.IEEE_ROWS, 64, bst.IEEE_WARPS, bst.IEEE_STAGES)
     assert bst.launch_config(64, 64, 128, "tf32") == (64, 64, 8, 3)
     assert bst.launch_config(64, 64, 64, "tf32") == (64, 64, 4, 3)
-    q, k, v = qkv(1, 1, 70, 70, 16)
+    q, k, v = torch_qkv(70, 70, 16, lead=(1, 1))
     mask = make_mask("random_blocks", 70, 70)
     out = bst.block_sparse_attention(q, k, v, mask, 64, 32)  # float32: 4 programs per row block
-    assert_close_to_reference(out, *gold_and_naive(q, k, v, mask))
+    assert_close_to_reference(out, *reference_pair(q, k, v, mask=mask, precision=kernel_precision(q.dtype)))
     # on an A100 or H100 exact float32 would spill: refused, TF32 is the default there
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
     onc = torch.zeros(1, 1, 16, 16).as_subclass(OnCuda)
@@ -357,7 +340,7 @@ def test_exact_float32_runs_in_row_slices_and_is_refused_where_tf32_exists(monke
 
 
 def test_bad_inputs():
-    q, k, v = qkv(1, 1, 16, 16, 16)
+    q, k, v = torch_qkv(16, 16, 16, lead=(1, 1))
     mask = np.ones((16, 16), bool)
     f = bst.block_sparse_attention
     with pytest.raises(TypeError, match="torch.Tensor"):
@@ -365,9 +348,9 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match=r"\(B, H, L, D\)"):
         f(q[0], k[0], v[0], mask)
     with pytest.raises(ValueError, match="1 to 128.*d_k = 200"):
-        f(*qkv(1, 1, 16, 16, 200), mask)
+        f(*torch_qkv(16, 16, 200, lead=(1, 1)), mask)
     with pytest.raises(ValueError, match="1 to 128.*d_v = 160"):
-        f(*qkv(1, 1, 16, 16, 16, dv=160), mask)
+        f(*torch_qkv(16, 16, 16, dv=160, lead=(1, 1)), mask)
     with pytest.raises(TypeError, match="float16, bfloat16, float32.*float64"):
         f(q.double(), k.double(), v.double(), mask)
     with pytest.raises(TypeError, match="same dtype"):
@@ -390,14 +373,14 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="block_q=32 but the TilePlan was built with block_q=16"):
         f(q, k, v, plan, block_q=32)
     with pytest.raises(ValueError, match="TilePlan is for"):
-        f(*qkv(1, 1, 32, 32, 16), plan)
+        f(*torch_qkv(32, 32, 16, lead=(1, 1)), plan)
     with pytest.raises(TypeError, match="boolean"):
         f(q, k, v, masks.plan_tiles(np.zeros((16, 16)), 16, 16))
 
 
 def test_cpu_without_interpreter_gives_a_clear_error(monkeypatch):
     # the three kernels' one check (_targets.check_runnable): a ValueError, as for the others
-    q, k, v = (x.cpu() for x in qkv(1, 1, 16, 16, 16))
+    q, k, v = (x.cpu() for x in torch_qkv(16, 16, 16, lead=(1, 1)))
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(ValueError, match="block_sparse_attention needs a CUDA GPU.*TRITON_INTERPRET=1"):
         bst.block_sparse_attention(q, k, v, np.ones((16, 16), bool))

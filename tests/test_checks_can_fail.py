@@ -77,3 +77,24 @@ def test_ch04_position_interpolation_check_fails_when_interpolation_is_broken(br
     # and the range check alone too
     with pytest.raises(AssertionError):
         run_check("04", PI_CELL, {"np.arange(s * L) / s": broken})
+
+
+# the NumPy reference in a low dtype T against the float64 gold answer (tests/test_reference.py)
+def test_reference_dtype_check_fails_on_a_broken_reference():
+    """The check holds for the reference and fires for one whose scale is rounded to
+    float16 in a float32 run; the assertion it replaced (the output as its own naive_T)
+    passes that broken output."""
+    import numpy as np
+
+    from attn_edu.reference import scaled_dot_product_attention as sdpa
+    from attn_edu.testing import assert_close_to_reference, reference_pair
+    from test_reference import reference_in_dtype_meets_the_rule
+
+    rng = np.random.default_rng(9)
+    q, k, v = (rng.standard_normal((2, n, 16)).astype(np.float32) for n in (33, 40, 40))
+    reference_in_dtype_meets_the_rule(sdpa(q, k, v, causal=True), q, k, v)
+    broken = sdpa(q, k, v, causal=True, scale=float(np.float16(1 / np.sqrt(16 * 1.1))))
+    with pytest.raises(AssertionError, match="exceeds the tolerance"):
+        reference_in_dtype_meets_the_rule(broken, q, k, v)
+    gold = reference_pair(q, k, v, causal=True)[0]
+    assert_close_to_reference(broken, gold, broken)  # the old assertion: cannot fail

@@ -311,3 +311,50 @@ def test_the_cycle_finder_finds_a_cycle():
     cycle = _find_cycle(graph)
     assert cycle is not None and cycle[0] == cycle[-1] and "attn_edu.flash" in cycle
 # =========================================================================== end of import graph
+
+
+# ------------------------------------------- one home for the tests' own helpers (issue 21)
+# q, k, v come from conftest's builders; the float64 gold answer and naive_T that the
+# tolerance rule compares with come from attn_edu.testing.reference_pair. Copies of either
+# drift apart (three test files had their own ``qkv`` with other signatures and defaults).
+_TESTS = Path(__file__).resolve().parent
+
+
+def _test_sources():
+    """{place: source} of every test module, package module and chapter code cell."""
+    import json as _json
+
+    out = {str(p.relative_to(ROOT)): p.read_text() for p in sorted(_TESTS.glob("*.py"))}
+    out.update({str(p.relative_to(ROOT)): p.read_text() for p in sorted((ROOT / "attn_edu").rglob("*.py"))})
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = _json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        for i, cell in enumerate(cells):
+            if cell["cell_type"] == "code":
+                out[f"{nb.relative_to(ROOT)} cell {i}"] = "".join(cell["source"])
+    return out
+
+
+def test_one_qkv_builder_in_the_tests():
+    homes = [f"{p.name}:{i + 1}" for p in sorted(_TESTS.glob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines()) if re.match(r"\s*def qkv\(", line)]
+    assert [h.split(":")[0] for h in homes] == ["conftest.py"], homes
+
+
+#: an attention function called on float64 copies of q, k and v: the gold half of a pair
+_GOLD_BY_HAND = re.compile(
+    r"(?:scaled_dot_product_attention|sdpa)\(\s*"
+    r"(?:\w+\.double\(\),\s*\w+(?:\[[^\]]*\])?\.double\(\),\s*\w+(?:\[[^\]]*\])?\.double\(\)"
+    r"|\*\(\w+\.[\w().]*?(?:double\(\)|float64\)?)[\w().]* for \w+ in \(\w+, \w+, \w+\)\))")
+#: places that compute a float64 answer on purpose without a naive twin, and why
+_GOLD_ONLY = {
+    "attn_edu/testing.py": "reference_pair itself",
+    "attn_edu/bench/decode.py": "the decode sweep records each impl's max error, not the rule",
+    "notebooks/03_softmax_precision.ipynb cell 40": "each pipeline's error against float64, no rule",
+}
+
+
+def test_gold_and_naive_pair_is_built_only_by_reference_pair():
+    found = [f"{place}: {m.group(0)[:70]}" for place, src in _test_sources().items()
+             for m in _GOLD_BY_HAND.finditer(src) if place not in _GOLD_ONLY]
+    assert not found, ("build the float64 gold answer and naive_T with "
+                       "attn_edu.testing.reference_pair:\n" + "\n".join(found))

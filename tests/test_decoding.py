@@ -14,13 +14,8 @@ from attn_edu import decoding, masks, multihead, precision
 from attn_edu.decoding import (PagedKVCache, PoolExhaustedError, RingKVCache, merge_partials, split_bounds,
                                split_kv_attention)
 from attn_edu.reference import scaled_dot_product_attention as sdpa
-from attn_edu.testing import assert_close_to_reference
-
-
-def qkv(b, hq, hkv, lq, lk, d=8, dv=5, seed=0, dtype=np.float64):
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal((b, hq, lq, d)).astype(dtype), rng.standard_normal((b, hkv, lk, d)).astype(dtype),
-            rng.standard_normal((b, hkv, lk, dv)).astype(dtype))
+from attn_edu.testing import assert_close_to_reference, reference_pair
+from conftest import qkv, torch_qkv
 
 
 # --------------------------------------------------------------------------- split count vs. the model
@@ -109,7 +104,7 @@ SHAPES = [  # B, Hq, Hkv, Lq, Lk, splits
 @pytest.mark.parametrize("causal", [False, True, "bottom_right"], ids=str)
 def test_split_kv_equals_the_reference_in_float64(shape, causal):
     b, hq, hkv, lq, lk, splits = shape
-    q, k, v = qkv(b, hq, hkv, lq, lk, seed=sum(shape))
+    q, k, v = qkv(lq, lk, d=8, dv=5, lead=(b, hq), lead_k=(b, hkv), seed=sum(shape))
     out, lse = split_kv_attention(q, k, v, splits, causal=causal, enable_gqa=True, return_lse=True)
     gold = sdpa(q, k, v, causal=causal, enable_gqa=True)
     assert out.shape == gold.shape and out.dtype == np.float64
@@ -124,7 +119,7 @@ def test_split_kv_equals_the_reference_in_float64(shape, causal):
 
 
 def test_masks_broadcast_bool_and_float_and_fully_masked_rows():
-    q, k, v = qkv(2, 2, 2, 3, 11, seed=5)
+    q, k, v = qkv(3, 11, d=8, dv=5, lead=(2, 2), lead_k=(2, 2), seed=5)
     pad = masks.key_mask(masks.padding_mask([11, 4], 11), heads=True)  # (2, 1, 1, 11)
     rows = np.ones((2, 1, 3, 11), bool)
     rows[1, 0, 1] = False  # one query sees nothing
@@ -137,13 +132,11 @@ def test_masks_broadcast_bool_and_float_and_fully_masked_rows():
 
 
 def test_float32_meets_the_tolerance_rule_and_keeps_its_dtype():
-    q, k, v = qkv(1, 4, 2, 2, 300, d=32, dv=32, seed=9)
+    q, k, v = qkv(2, 300, d=32, dv=32, lead=(1, 4), lead_k=(1, 2), seed=9)
     q32, k32, v32 = (x.astype(np.float32) for x in (q, k, v))
     out = split_kv_attention(q32, k32, v32, 7, causal="bottom_right", enable_gqa=True)
     assert out.dtype == np.float32
-    gold = sdpa(q, k, v, causal="bottom_right", enable_gqa=True)
-    naive = sdpa(q32, k32, v32, causal="bottom_right", enable_gqa=True)
-    assert_close_to_reference(out, gold, naive)
+    assert_close_to_reference(out, *reference_pair(q32, k32, v32, causal="bottom_right", enable_gqa=True))
 
 
 def test_torch_twin_float64_and_float32():
@@ -151,21 +144,19 @@ def test_torch_twin_float64_and_float32():
     from attn_edu import reference_torch
 
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(s, generator=g, dtype=torch.float64) for s in [(2, 4, 2, 8), (2, 2, 13, 8), (2, 2, 13, 6)])
+    q, k, v = torch_qkv(2, 13, 8, 6, lead=(2, 4), lead_k=(2, 2), dtype="float64", device="cpu")
     mask = torch.rand(2, 1, 2, 13, generator=g) > 0.3
     out, lse = split_kv_attention(q, k, v, 5, mask=mask, causal="bottom_right", enable_gqa=True, return_lse=True)
     gold = reference_torch.scaled_dot_product_attention(q, k, v, mask=mask, causal="bottom_right", enable_gqa=True)
     assert isinstance(out, torch.Tensor) and (out - gold).abs().max() <= 1e-10 and lse.shape == (2, 4, 2)
     q32, k32, v32 = q.float(), k.float(), v.float()
     out32 = split_kv_attention(q32, k32, v32, 3, causal=True, enable_gqa=True)
-    naive = reference_torch.scaled_dot_product_attention(q32, k32, v32, causal=True, enable_gqa=True)
-    gold = reference_torch.scaled_dot_product_attention(q, k, v, causal=True, enable_gqa=True)
     assert out32.dtype == torch.float32
-    assert_close_to_reference(out32, gold, naive)
+    assert_close_to_reference(out32, *reference_pair(q32, k32, v32, causal=True, enable_gqa=True))
 
 
 def test_bad_input_gets_the_references_errors():
-    q, k, v = qkv(1, 4, 2, 1, 5)
+    q, k, v = qkv(1, 5, d=8, dv=5, lead=(1, 4), lead_k=(1, 2))
     with pytest.raises(ValueError, match="enable_gqa=True"):
         split_kv_attention(q, k, v, 2)
     with pytest.raises(ValueError, match="num_splits must be at least 1"):
@@ -189,7 +180,7 @@ settings.load_profile("attn_edu")
 @given(st.integers(1, 3), st.integers(1, 4), st.integers(0, 40), st.integers(1, 12),
        st.sampled_from([False, True, "bottom_right"]), st.integers(0, 10**6))
 def test_any_split_of_any_length_equals_the_reference(lq, group, lk, splits, causal, seed):
-    q, k, v = qkv(1, 2 * group, 2, lq, lk, d=4, dv=3, seed=seed)
+    q, k, v = qkv(lq, lk, d=4, dv=3, lead=(1, 2 * group), lead_k=(1, 2), seed=seed)
     out = split_kv_attention(q, k, v, splits, causal=causal, enable_gqa=True)
     gold = sdpa(q, k, v, causal=causal, enable_gqa=True)
     assert np.isfinite(out).all() and np.abs(out - gold).max(initial=0) <= 1e-10

@@ -26,13 +26,14 @@ from attn_edu.distributed import sharding
 from attn_edu.flash import flash_attention
 from attn_edu.reference import scaled_dot_product_attention as gold_sdpa
 from attn_edu.testing import assert_close_to_reference
+from conftest import torch_qkv
 
 
 def tensors(b=1, h=12, length=24, d=8, dv=6, seed=0, dtype=torch.float64):
-    g = torch.Generator().manual_seed(seed)
-    q, k = (torch.randn(b, h, length, d, generator=g, dtype=torch.float64) for _ in range(2))
-    v, do = (torch.randn(b, h, length, dv, generator=g, dtype=torch.float64) for _ in range(2))
-    return tuple(x.to(dtype) for x in (q, k, v, do))
+    """q, k, v (B, H, L, d / d_v) and an output gradient ``do`` like v, on the CPU (the ranks' device)."""
+    q, k, v = torch_qkv(length, length, d, dv, lead=(b, h), seed=seed, dtype=dtype, device="cpu")
+    _, _, do = torch_qkv(length, length, d, dv, lead=(b, h), seed=seed + 1, dtype=dtype, device="cpu")
+    return q, k, v, do
 
 
 def torch_gold(q, k, v, do, causal):
@@ -307,6 +308,7 @@ def run_correctness(world_size, jobs):
     return runs
 
 
+@pytest.mark.slow  # starts two processes (about 10 s)
 def test_ring_on_two_processes_equals_the_reference():
     """The fast loop's one multi-process check: P = 2, zigzag, causal, forward and backward."""
     q, k, v, do = tensors(h=2, length=12)

@@ -8,19 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import conftest
 from attn_edu import masks, precision
 from attn_edu.flash import TileRecord, flash_attention
 from attn_edu.reference import scaled_dot_product_attention as sdpa
-from attn_edu.testing import assert_close_to_reference, assert_same_up_to_rounding
-from conftest import rand
+from attn_edu.testing import assert_close_to_reference, assert_same_up_to_rounding, reference_pair
+from conftest import qkv, rand
 
 LENGTHS = [1, 3, 17, 63, 65, 127, 129]
-
-
-def qkv(lq, lk, d=16, dv=7, lead=(2,), seed=0, dtype=np.float64):
-    """conftest.qkv with this file's defaults: a batch of 2, d_v = 7."""
-    return conftest.qkv(lq, lk, d, dv, lead, seed, dtype)
 
 
 def tile_layout(lq, lk, bq, bk, mask=None, causal=False):
@@ -44,14 +38,14 @@ def check64(q, k, v, **kw):
 @pytest.mark.parametrize("lq", LENGTHS)
 @pytest.mark.parametrize("lk", [1, 17, 65, 129])
 def test_lengths_blocks_do_not_divide(lq, lk):
-    q, k, v = qkv(lq, lk, seed=lq * 1000 + lk)
+    q, k, v = qkv(lq, lk, seed=lq * 1000 + lk, dv=7, lead=(2,))
     check64(q, k, v, block_q=16, block_k=32)
     check64(q, k, v, block_q=7, block_k=5, causal="bottom_right")
 
 
 @pytest.mark.parametrize("d", [16, 59, 64, 111, 128])
 def test_head_dims_and_dv_differs(d):
-    q, k, v = qkv(33, 47, d=d, dv=d // 2 + 1, seed=d)
+    q, k, v = qkv(33, 47, d=d, dv=d // 2 + 1, seed=d, lead=(2,))
     check64(q, k, v, block_q=16, block_k=16, causal=True)
 
 
@@ -63,7 +57,7 @@ def test_long_lengths(lq, lk):
 
 @pytest.mark.parametrize("bq,bk", [(1, 1), (1, 64), (64, 1), (200, 300), (64, 64)])
 def test_block_sizes_including_larger_than_lengths(bq, bk):
-    q, k, v = qkv(37, 29, seed=bq + bk)
+    q, k, v = qkv(37, 29, seed=bq + bk, dv=7, lead=(2,))
     check64(q, k, v, block_q=bq, block_k=bk)
     check64(q, k, v, block_q=bq, block_k=bk, causal="bottom_right")
 
@@ -79,9 +73,9 @@ def test_batch_heads_broadcast_and_gqa():
 
 
 def test_empty_lengths():
-    q, k, v = qkv(0, 5)
+    q, k, v = qkv(0, 5, dv=7, lead=(2,))
     assert flash_attention(q, k, v).shape == (2, 0, 7)
-    q, k, v = qkv(4, 0)
+    q, k, v = qkv(4, 0, dv=7, lead=(2,))
     out, lse = flash_attention(q, k, v, return_lse=True)
     np.testing.assert_array_equal(out, sdpa(q, k, v))
     assert np.isneginf(lse).all()
@@ -92,7 +86,7 @@ def test_empty_lengths():
 @pytest.mark.parametrize("lq,lk", [(17, 17), (9, 40), (40, 9), (65, 63)])
 def test_masks_bool_float_padding_with_causal(causal, lq, lk):
     rng = np.random.default_rng(lq * 7 + lk)
-    q, k, v = qkv(lq, lk, lead=(2, 3), seed=lq + lk)
+    q, k, v = qkv(lq, lk, lead=(2, 3), seed=lq + lk, dv=7)
     bool_mask = rng.random((2, 3, lq, lk)) < 0.4  # random, with fully masked rows
     float_mask = rand(rng, lq, lk)
     float_mask[rng.random((lq, lk)) < 0.5] = -np.inf
@@ -104,7 +98,7 @@ def test_masks_bool_float_padding_with_causal(causal, lq, lk):
 
 
 def test_causal_mask_given_as_mask_equals_causal_argument():
-    q, k, v = qkv(9, 14)
+    q, k, v = qkv(9, 14, dv=7, lead=(2,))
     for align in ("top_left", "bottom_right"):
         a = flash_attention(q, k, v, mask=masks.causal_mask(9, 14, align), block_q=4, block_k=4)
         b = flash_attention(q, k, v, causal=align, block_q=4, block_k=4)
@@ -112,7 +106,7 @@ def test_causal_mask_given_as_mask_equals_causal_argument():
 
 
 def test_fully_masked_rows_give_zeros_and_lse_minus_inf():
-    q, k, v = qkv(6, 8, seed=1)
+    q, k, v = qkv(6, 8, seed=1, dv=7, lead=(2,))
     m = np.ones((2, 6, 8), bool)
     m[0, 1] = False
     m[1, 4] = False
@@ -120,7 +114,7 @@ def test_fully_masked_rows_give_zeros_and_lse_minus_inf():
     assert np.isfinite(out).all() and (out[0, 1] == 0).all() and (out[1, 4] == 0).all()
     assert np.isneginf(lse[0, 1]) and np.isneginf(lse[1, 4]) and np.isfinite(lse[0, 0])
     # causal bottom-right with Lq > Lk: the first Lq - Lk rows see nothing
-    q, k, v = qkv(10, 4, seed=2)
+    q, k, v = qkv(10, 4, seed=2, dv=7, lead=(2,))
     out, lse = flash_attention(q, k, v, causal="bottom_right", block_q=3, block_k=3, return_lse=True)
     assert (out[:, :6] == 0).all() and np.isneginf(lse[:, :6]).all() and np.isfinite(lse[:, 6:]).all()
     check64(q, k, v, causal="bottom_right", block_q=3, block_k=3)
@@ -132,18 +126,17 @@ def test_fully_masked_rows_give_zeros_and_lse_minus_inf():
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("causal", [False, "bottom_right"])
 def test_low_precision_tolerance_rule(dtype, causal):
-    q, k, v = qkv(70, 90, d=32, dv=16, seed=5)
+    q, k, v = qkv(70, 90, d=32, dv=16, seed=5, lead=(2,))
     m = np.random.default_rng(1).random((70, 90)) < 0.7
-    gold = sdpa(q, k, v, mask=m, causal=causal)
     lo = [x.astype(dtype) for x in (q, k, v)]
-    naive = sdpa(*lo, mask=m, causal=causal)
+    gold, naive = reference_pair(*lo, mask=m, causal=causal)
     out, lse = flash_attention(*lo, mask=m, causal=causal, block_q=32, block_k=16, return_lse=True)
     assert out.dtype == dtype and lse.dtype == dtype  # computed in the input dtype
     assert_close_to_reference(out, gold, naive)
 
 
 def test_float_mask_of_another_dtype_is_cast_like_reference():
-    q, k, v = qkv(12, 13, dtype=np.float32)
+    q, k, v = qkv(12, 13, dtype=np.float32, dv=7, lead=(2,))
     m = rand(np.random.default_rng(0), 12, 13)  # float64 mask, float32 inputs
     out = flash_attention(q, k, v, mask=m, block_q=5, block_k=5)
     assert out.dtype == np.float32
@@ -200,7 +193,7 @@ def test_property_permutations(p):
 
 # --------------------------------------------------------------------------- lse and trace
 def test_lse_matches_logsumexp_of_the_scores():
-    q, k, v = qkv(21, 30, seed=9)
+    q, k, v = qkv(21, 30, seed=9, dv=7, lead=(2,))
     m = rand(np.random.default_rng(2), 21, 30)
     m[3] = -np.inf  # a fully masked row
     for causal in (False, "bottom_right"):
@@ -214,7 +207,7 @@ def test_lse_matches_logsumexp_of_the_scores():
 
 @pytest.mark.parametrize("causal", [False, True, "bottom_right"])
 def test_trace_is_consistent_with_output_and_layout(causal):
-    q, k, v = qkv(23, 31, seed=4)
+    q, k, v = qkv(23, 31, seed=4, dv=7, lead=(2,))
     m = np.random.default_rng(3).random((23, 31)) < 0.8
     m[:, 8:16] = False  # a column of empty tiles (block_k = 8)
     bq, bk = 6, 8
@@ -238,7 +231,7 @@ def test_trace_is_consistent_with_output_and_layout(causal):
 
 def test_trace_equals_merging_softmax_stats_tile_by_tile():
     """The inline update is precision.softmax_partial + merge_softmax_stats, one tile at a time."""
-    q, k, v = qkv(10, 17, seed=8)
+    q, k, v = qkv(10, 17, seed=8, dv=7, lead=(2,))
     bq, bk = 5, 4
     _, trace = flash_attention(q, k, v, causal=True, block_q=bq, block_k=bk, return_trace=True)
     scores = q @ np.swapaxes(k, -1, -2) / 4.0  # (2, 10, 17); d = 16
@@ -266,7 +259,7 @@ def test_row_that_sees_its_first_allowed_key_late():
     """Cases (a)/(b) of chapter 09's proof inside *computed* tiles: a row whose first key
     tiles are all blocked keeps m = -inf, l = 0 (no NaN from -inf - -inf), then starts
     normally; a fully blocked tile in the middle leaves the state unchanged."""
-    q, k, v = qkv(4, 12, lead=(), seed=3)
+    q, k, v = qkv(4, 12, lead=(), seed=3, dv=7)
     allowed = np.ones((4, 12), bool)
     allowed[0, :8] = False  # row 0: key tiles 0 and 1 (of 4 keys each) fully blocked
     allowed[1, 4:8] = False  # row 1: the middle key tile fully blocked
@@ -302,7 +295,7 @@ def test_kv_bytes_read_match_the_traffic_model(monkeypatch, causal, lq, lk, bq, 
 @pytest.mark.parametrize("align", ["top_left", "bottom_right"])
 @pytest.mark.parametrize("lq,lk,b", [(64, 64, 8), (50, 70, 16), (70, 50, 16)])
 def test_causal_tiles_are_skipped_not_computed(monkeypatch, align, lq, lk, b):
-    q, k, v = qkv(lq, lk)
+    q, k, v = qkv(lq, lk, dv=7, lead=(2,))
     calls = []
     real = np.matmul
     monkeypatch.setattr(np, "matmul", lambda *a, **kw: calls.append(1) or real(*a, **kw))
@@ -319,7 +312,7 @@ def test_causal_tiles_are_skipped_not_computed(monkeypatch, align, lq, lk, b):
 
 
 def test_block_mask_tiles_are_skipped(monkeypatch):
-    q, k, v = qkv(32, 48)
+    q, k, v = qkv(32, 48, dv=7, lead=(2,))
     layout = np.random.default_rng(0).random((4, 6)) < 0.4
     m = np.kron(layout, np.ones((8, 8), bool)).astype(bool)  # block-sparse mask
     calls = []
@@ -435,7 +428,7 @@ def _tt(x, requires_grad=False, device="cpu"):
 @pytest.mark.parametrize("lq,lk", [(17, 17), (9, 40), (40, 9)])
 def test_torch_twin_matches_reference(causal, lq, lk):
     torch = _torch()
-    q, k, v = qkv(lq, lk, lead=(2, 3), seed=lq + lk)
+    q, k, v = qkv(lq, lk, lead=(2, 3), seed=lq + lk, dv=7)
     rng = np.random.default_rng(lq)
     mb = rng.random((2, 1, lq, lk)) < 0.5
     mf = np.where(rng.random((lq, lk)) < 0.5, rand(rng, lq, lk), -np.inf)
@@ -449,10 +442,9 @@ def test_torch_twin_matches_reference(causal, lq, lk):
         np.testing.assert_allclose(lse.numpy(), lse_np, rtol=0, atol=1e-12)
     # float32: the tolerance rule
     lo = [_tt(x).float() for x in (q, k, v)]
-    naive = sdpa(*[x.astype(np.float32) for x in (q, k, v)], causal=causal)
     out = flash_attention(*lo, causal=causal, block_q=8, block_k=16)
     assert out.dtype == torch.float32
-    assert_close_to_reference(out, sdpa(q, k, v, causal=causal), naive)
+    assert_close_to_reference(out, *reference_pair(*lo, causal=causal))
 
 
 def test_torch_twin_gradcheck_float64():
@@ -499,7 +491,7 @@ def test_torch_twin_trace_and_errors_match_reference_torch():
     torch = _torch()
     from attn_edu import reference_torch
 
-    q, k, v = qkv(9, 12, seed=2)
+    q, k, v = qkv(9, 12, seed=2, dv=7, lead=(2,))
     out, trace = flash_attention(_tt(q), _tt(k), _tt(v), causal=True, block_q=4, block_k=4, return_trace=True)
     _, trace_np = flash_attention(q, k, v, causal=True, block_q=4, block_k=4, return_trace=True)
     assert [r.skipped for r in trace] == [r.skipped for r in trace_np]
@@ -538,8 +530,7 @@ def test_torch_twin_on_cuda():
         assert np.abs(out.cpu().numpy() - sdpa(q, k, v, mask=m, causal=causal)).max() <= 1e-10
         lo = [x.float().requires_grad_() for x in args]
         out32 = flash_attention(*lo, causal=causal, block_q=64, block_k=32)
-        naive = sdpa(*[x.astype(np.float32) for x in (q, k, v)], causal=causal)
-        assert_close_to_reference(out32, sdpa(q, k, v, causal=causal), naive)
+        assert_close_to_reference(out32, *reference_pair(*lo, causal=causal))
         out32.sum().backward()
         assert all(torch.isfinite(x.grad).all() for x in lo)
 
@@ -550,7 +541,7 @@ def test_parallel_row_blocks_give_the_same_numbers(monkeypatch):
 
     import attn_edu.flash as flash
 
-    q, k, v = qkv(70, 90, lead=(2,), seed=6, dtype=np.float32)
+    q, k, v = qkv(70, 90, lead=(2,), seed=6, dtype=np.float32, dv=7)
     m = np.random.default_rng(0).random((2, 1, 90)) < 0.7
     serial, lse_s, _ = flash_attention(q, k, v, mask=m, causal=True, block_q=8, block_k=8,
                                        return_lse=True, return_trace=True)  # traced: in order
@@ -621,7 +612,7 @@ def test_plan_mismatches_are_errors():
 
 def test_plan_of_a_torch_mask_serves_the_torch_twin():
     torch = _torch()
-    q, k, v = qkv(33, 40, seed=4)
+    q, k, v = qkv(33, 40, seed=4, dv=7, lead=(2,))
     m = np.random.default_rng(4).random((2, 33, 40)) < 0.4
     plan = masks.plan_tiles(torch.as_tensor(m), 8, 16, causal="bottom_right")
     out = flash_attention(_tt(q), _tt(k), _tt(v), mask=plan, causal="bottom_right")

@@ -34,6 +34,7 @@ def dry_run_dir(tmp_path_factory):
     return out, res
 
 
+@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 45 s)
 def test_dry_run_runs_every_step_and_records_failures(dry_run_dir):
     out, res = dry_run_dir
     log = (out / "gpu-bench.log").read_text().splitlines()
@@ -79,6 +80,7 @@ def test_dry_run_runs_every_step_and_records_failures(dry_run_dir):
     assert all("autotune_config" in p for p in ratio["details"]["points"])
 
 
+@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 45 s)
 def test_chapter_loaders_and_figures_read_the_dry_run(dry_run_dir, monkeypatch):
     out, _ = dry_run_dir
     assert bench.recorded_results("cuda", data_dir=out) == []  # never a GPU number
@@ -196,6 +198,7 @@ def test_published_numbers_are_cited_and_the_roofline_is_a_model():
         bench.sweep_ratios(sweeps[0], "FlashAttention-2", "FlashAttention-3")
 
 
+@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 45 s)
 def test_landscape_refuses_cpu_documents(dry_run_dir):
     out, _ = dry_run_dir
     with pytest.raises(ValueError, match="GPU measurements only"):
@@ -301,6 +304,7 @@ def _gpu_bench_check(tmp_path):
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # runs gpu-bench.sh --check: several interpreters importing torch
 @pytest.mark.skipif(bench.cuda_available(), reason="on a GPU --check goes on to the GPU tests")
 def test_check_says_there_is_no_gpu_and_fails(tmp_path):
     pytest.importorskip("torch")
@@ -314,6 +318,7 @@ def test_check_says_there_is_no_gpu_and_fails(tmp_path):
     assert "pytest -m gpu" not in out.split("no CUDA GPU")[1]  # the GPU tests were not run
 
 
+@pytest.mark.slow  # a second pytest collects three test modules (imports torch and triton)
 def test_gpu_marker_selects_the_kernel_and_cuda_only_tests():
     res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu",
                           "tests/test_reference_torch.py", "tests/test_triton_decode.py",

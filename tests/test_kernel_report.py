@@ -73,6 +73,7 @@ ROW_STRIDES = {
 }
 
 
+@pytest.mark.slow  # compiles kernels for GPU targets
 def test_every_kernel_addresses_its_tensors_with_int64_offsets():
     # b * stride_b passes 2**31 for tensors of more than 2**31 elements (or a packed qkv
     # view), and so does row * stride_m in a long one: in int32 they wrap and the kernel
@@ -89,6 +90,7 @@ def test_every_kernel_addresses_its_tensors_with_int64_offsets():
         assert ROW_STRIDES[name] <= set(got["wide"]), (name, got["wide"])
 
 
+@pytest.mark.slow  # compiles kernels for GPU targets
 def test_compile_report_subset_passes_and_uses_wgmma_on_hopper(tmp_path):
     # the first configuration of every kernel at d = 64: mma.sync on sm_80, wgmma and no
     # spills on sm_90a, everything within shared memory (the full report is a command:
@@ -124,6 +126,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # compiles kernels for GPU targets
 def test_backward_matmul_counts_in_the_compiled_kernels():
     # chapter 10's count, read from Triton's IR: the two-kernel backward recomputes S and dP
     # in both kernels (4 + 3 = 7 matmuls per tile pair); FlashAttention-2's Algorithm 2
@@ -151,6 +154,7 @@ print(json.dumps({"config": cfg, "ex2": len(ex2_in), "fed": sum(x in fma_out for
 """
 
 
+@pytest.mark.slow  # compiles kernels for GPU targets
 def test_forward_softmax_is_one_fma_per_score_then_exp2():
     # p = exp2(fma(qk, qk_scale, -m)): every score's exponent comes straight from a fused
     # multiply-add (tl.fma), also with LLVM's own contraction off (Triton 3.10's default)

@@ -164,18 +164,36 @@ def test_custom_scale_including_negative(scale):
     assert np.max(np.abs(sdpa(q, k, v, scale=scale) - brute_force(q, k, v, scale=scale)[0])) <= 1e-12
 
 
+def plain_causal_attention(q, k, v):
+    """naive_T written out (matmul, softmax, matmul in the inputs' dtype, top-left causal),
+    independent of the reference under test."""
+    s = (q @ np.swapaxes(k, -1, -2)) * q.dtype.type(1 / math.sqrt(q.shape[-1]))
+    s = np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+
+def reference_in_dtype_meets_the_rule(out, q, k, v):
+    """``out``, the reference run in T on q, k, v (in T), against the float64 gold answer on
+    the same inputs with the tolerance set by :func:`plain_causal_attention` in T: the
+    reference in T may be as inexact as a plain naive_T, with the rule's slack, no more.
+    (Not the reference in T as its own naive_T: ``|e| <= 2|e| + tiny`` cannot fail.)"""
+    from attn_edu.testing import assert_close_to_reference, reference_pair
+
+    gold = reference_pair(q, k, v, causal=True)[0]
+    return assert_close_to_reference(out, gold, plain_causal_attention(q, k, v))
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_dtype_in_is_dtype_out_and_close_to_gold(dtype):
-    from attn_edu.testing import assert_close_to_reference
+    from attn_edu.testing import reference_pair
 
     rng = np.random.default_rng(9)
-    q, k, v = rand(rng, 2, 33, 16), rand(rng, 2, 40, 16), rand(rng, 2, 40, 16)
-    out = sdpa(q.astype(dtype), k.astype(dtype), v.astype(dtype), causal=True)
+    q, k, v = (x.astype(dtype) for x in (rand(rng, 2, 33, 16), rand(rng, 2, 40, 16), rand(rng, 2, 40, 16)))
+    out = sdpa(q, k, v, causal=True)
     assert out.dtype == dtype
-    gold = sdpa(q.astype(dtype).astype(np.float64), k.astype(dtype).astype(np.float64),
-                v.astype(dtype).astype(np.float64), causal=True)
-    # the reference in dtype T is itself naive_T; the rule must hold with itself
-    assert_close_to_reference(out, gold, out)
+    reference_in_dtype_meets_the_rule(out, q, k, v)
+    gold = reference_pair(q, k, v, causal=True)[0]
     rel = {np.float16: 5e-3, np.float32: 1e-6, np.float64: 1e-14}[dtype]
     assert np.max(np.abs(out.astype(np.float64) - gold)) <= rel
 
@@ -237,3 +255,48 @@ def test_softmax_axis_and_nan():
 def test_top_level_exports():
     assert attn_edu.scaled_dot_product_attention is sdpa
     assert attn_edu.softmax is softmax
+
+
+# ------------------------------------------------------- attn_edu.testing.reference_pair
+def test_reference_pair_is_the_call_in_float64_and_in_the_inputs_dtype():
+    from attn_edu.testing import reference_pair
+
+    rng = np.random.default_rng(11)
+    q, k, v = (rand(rng, 2, n, 8).astype(np.float32) for n in (5, 7, 7))
+    m = rng.random((5, 7)) < 0.7
+    gold, naive = reference_pair(q, k, v, mask=m, causal="bottom_right")
+    assert gold.dtype == np.float64 and naive.dtype == np.float32
+    exact = [x.astype(np.float64) for x in (q, k, v)]  # what reference_pair does, by hand
+    np.testing.assert_array_equal(gold, sdpa(*exact, mask=m, causal="bottom_right"))
+    np.testing.assert_array_equal(naive, sdpa(q, k, v, mask=m, causal="bottom_right"))
+    # TF32 holds float32 to the float16 rule; other dtypes ignore the precision
+    assert reference_pair(q, k, v, precision="tf32")[1].dtype == np.float16
+    assert reference_pair(q, k, v, precision="ieee")[1].dtype == np.float32
+    assert reference_pair(*(x.astype(np.float16) for x in (q, k, v)), precision="tf32")[1].dtype == np.float16
+    # seqlens: each sequence alone over its first keys, causal counted from them
+    gold, naive = reference_pair(q, k, v, seqlens=[3, 7], causal="bottom_right")
+    np.testing.assert_array_equal(gold[:1], sdpa(*(x[:1, :n].astype(np.float64) for x, n in
+                                                   ((q, 5), (k, 3), (v, 3))), causal="bottom_right"))
+    assert naive.shape == (2, 5, 8) and naive.dtype == np.float32
+    # another attention function
+    gold, naive = reference_pair(q, k, v, attention=lambda a, b, c: a @ np.swapaxes(b, -1, -2))
+    assert gold.shape == (2, 5, 7) and naive.dtype == np.float32
+    with pytest.raises(ValueError, match="precision must be None, 'ieee' or 'tf32'; got 'fp8'"):
+        reference_pair(q, k, v, precision="fp8")
+    with pytest.raises(ValueError, match="seqlens or mask, not both"):
+        reference_pair(q, k, v, seqlens=[3, 7], mask=m)
+    with pytest.raises(ValueError, match="one length per sequence.*got 1"):
+        reference_pair(q, k, v, seqlens=[3])
+
+
+def test_reference_pair_with_tensors_stays_on_their_device():
+    torch = pytest.importorskip("torch")
+    from attn_edu.testing import reference_pair
+
+    q = torch.randn(1, 2, 5, 4, requires_grad=True)
+    m = np.tril(np.ones((5, 5), dtype=bool))  # a NumPy mask becomes a tensor
+    gold, naive = reference_pair(q, q, q, mask=m)
+    assert gold.dtype == torch.float64 and naive.dtype == torch.float32 and not naive.requires_grad
+    assert torch.equal(naive, attn_edu.scaled_dot_product_attention(*(q.detach(),) * 3, mask=torch.from_numpy(m)))
+    gold, naive = reference_pair(q, q, q, seqlens=torch.tensor([2]), causal=True, precision="tf32")
+    assert isinstance(gold, torch.Tensor) and naive.dtype == torch.float16 and gold.shape == (1, 2, 5, 4)

@@ -131,6 +131,7 @@ def test_ablation_changes_output_and_restores_exactly():
             pass
 
 
+@pytest.mark.slow  # trains the model (about 30 s)
 def test_short_training_lowers_loss_and_evaluate():
     model = small_model()
     x_test, y_test = tt.held_out_set("reverse", 200, L, V)
@@ -154,6 +155,7 @@ def test_short_training_lowers_loss_and_evaluate():
     assert tt.evaluate(Oracle(), x_test, y_test) == (1.0, 1.0)
 
 
+@pytest.mark.slow  # trains the model twice
 def test_training_is_deterministic_on_cpu():
     runs = []
     for _ in range(2):

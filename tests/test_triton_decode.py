@@ -24,8 +24,8 @@ if importlib.util.find_spec("triton") is None:
 from attn_edu import decoding, reference_torch  # noqa: E402
 from attn_edu.kernels import _targets  # noqa: E402
 from attn_edu.kernels import decode_triton as dt  # noqa: E402
-from attn_edu.testing import assert_close_to_reference  # noqa: E402
-from conftest import raises_with  # noqa: E402
+from attn_edu.testing import assert_close_to_reference, reference_pair  # noqa: E402
+from conftest import kernel_precision, raises_with, torch_qkv  # noqa: E402
 
 DEVICE = "cuda" if CUDA else "cpu"
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,27 +34,8 @@ DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if BF16_OK else [])
 
 
 def _inputs(b, hq, hkv, lq, lk, d, dv, dtype, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(b, hq, lq, d, generator=g)  # (B, H_q, L_q, d)
-    k = torch.randn(b, hkv, lk, d, generator=g)  # (B, H_kv, L_k, d)
-    v = torch.randn(b, hkv, lk, dv, generator=g)  # (B, H_kv, L_k, d_v)
-    return [x.to(DEVICE, dtype) for x in (q, k, v)]
-
-
-def _gold_and_naive(q, k, v, causal, dtype, seqlens=None, precision=None):
-    """reference_torch in float64 (gold) and in the kernel's dtype (naive), one sequence at a
-    time; float32 on TF32 (the default on a GPU from compute capability 8.0) is held to the
-    float16 rule (``attn_edu.kernels._targets.input_precision``)."""
-    cap = torch.cuda.get_device_capability() if CUDA else None
-    if dtype == torch.float32 and _targets.input_precision("float32", cap, precision) == "tf32":
-        dtype = torch.float16
-    outs = {torch.float64: [], dtype: []}
-    for b in range(q.shape[0]):
-        n = k.shape[2] if seqlens is None else int(seqlens[b])
-        for dt_ in outs:
-            xs = [x[b:b + 1].to(dt_) for x in (q, k[:, :, :n], v[:, :, :n])]
-            outs[dt_].append(reference_torch.scaled_dot_product_attention(*xs, causal=causal, enable_gqa=True))
-    return torch.cat(outs[torch.float64]), torch.cat(outs[dtype])
+    """q (B, H_q, L_q, d), k (B, H_kv, L_k, d), v (B, H_kv, L_k, d_v) on DEVICE."""
+    return torch_qkv(lq, lk, d, dv, lead=(b, hq), lead_k=(b, hkv), seed=seed, dtype=dtype)
 
 
 # B, H_q, H_kv, L_q, L_k, d, d_v, num_splits: odd lengths, GQA and MQA, ragged blocks,
@@ -77,7 +58,7 @@ def test_kernel_meets_the_tolerance_rule(case, causal, dtype):
     q, k, v = _inputs(b, hq, hkv, lq, lk, d, dv, dtype, seed=lk)
     out, lse = dt.split_kv_decode(q, k, v, num_splits=splits, causal=causal, enable_gqa=True, return_lse=True)
     assert out.dtype == dtype and out.shape == (b, hq, lq, dv) and lse.dtype == torch.float32
-    gold, naive = _gold_and_naive(q, k, v, causal, dtype)
+    gold, naive = reference_pair(q, k, v, causal=causal, enable_gqa=True, precision=kernel_precision(dtype))
     assert_close_to_reference(out, gold, naive)
     _, gold_lse = decoding.split_kv_attention(*(x.double() for x in (q, k, v)), 1, causal=causal,
                                               enable_gqa=True, return_lse=True)
@@ -95,7 +76,8 @@ def test_seqlens_fully_masked_chunks_and_empty_sequences():
         out, lse = dt.split_kv_decode(q, k, v, num_splits=4, causal=causal, seqlens=seqlens,
                                       enable_gqa=True, return_lse=True)
         assert (out[0] == 0).all() and torch.isneginf(lse[0]).all() and not out.isnan().any()
-        gold, naive = _gold_and_naive(q, k, v, causal, torch.float32, seqlens)
+        gold, naive = reference_pair(q, k, v, causal=causal, enable_gqa=True, seqlens=seqlens,
+                                     precision=kernel_precision(torch.float32))
         assert_close_to_reference(out[1:], gold[1:], naive[1:])
     # bottom-right with a sequence shorter than L_q: its first queries see nothing
     out = dt.split_kv_decode(q, k, v, num_splits=2, causal="bottom_right",
@@ -119,8 +101,7 @@ def test_noncontiguous_cache_and_explicit_scale():
     q = torch.randn(b, 4, 1, d, generator=g).to(DEVICE)
     assert not k.is_contiguous()
     out = dt.split_kv_decode(q, k, v, num_splits=3, scale=-0.4, enable_gqa=True)
-    gold = reference_torch.scaled_dot_product_attention(q.double(), k.double(), v.double(), scale=-0.4, enable_gqa=True)
-    naive = reference_torch.scaled_dot_product_attention(q, k, v, scale=-0.4, enable_gqa=True)
+    gold, naive = reference_pair(q, k, v, scale=-0.4, enable_gqa=True, precision=kernel_precision(q.dtype))
     assert_close_to_reference(out, gold, naive)
 
 
@@ -342,7 +323,7 @@ def test_float32_precision_follows_the_one_rule():
     assert dt.pick_config((9, 0), 128, "tf32") == dt.DECODE_CONFIGS[90][0]
     q, k, v = _inputs(1, 2, 1, 1, 20, 16, 16, torch.float32)
     exact = dt.split_kv_decode(q, k, v, enable_gqa=True, precision="ieee")
-    gold, naive = _gold_and_naive(q, k, v, False, torch.float32, precision="ieee")
+    gold, naive = reference_pair(q, k, v, enable_gqa=True, precision=kernel_precision(torch.float32, "ieee"))
     assert_close_to_reference(exact, gold, naive)
     raises_with(ValueError, ["precision must be"], dt.split_kv_decode, q, k, v, enable_gqa=True, precision="x")
 

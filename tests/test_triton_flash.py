@@ -25,8 +25,8 @@ from attn_edu.kernels import block_sparse_triton as bst  # noqa: E402
 from attn_edu.kernels import decode_triton as dt  # noqa: E402
 from attn_edu.kernels import flash_triton as ft  # noqa: E402
 from attn_edu.kernels._shared import launch_grid  # noqa: E402
-from attn_edu.testing import assert_close_to_reference, assert_same_up_to_rounding  # noqa: E402
-from conftest import CUDA, DEVICE, OnCuda, raises_with, torch_qkv  # noqa: E402
+from attn_edu.testing import assert_close_to_reference, assert_same_up_to_rounding, reference_pair  # noqa: E402
+from conftest import CUDA, DEVICE, OnCuda, kernel_precision, raises_with, torch_qkv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,8 +85,7 @@ def test_forward_and_lse_match_reference(shape, causal, dtype):
     out, lse = ft.triton_attention_forward(q, k, v, causal=causal)
     assert out.dtype == dtype and out.shape == shape[:3] + (shape[5],)
     assert lse.dtype == torch.float32 and lse.shape == shape[:3]
-    _, gold = _reference(q, k, v, causal)
-    _, naive = _reference(q, k, v, causal, _naive_dtype(dtype))
+    gold, naive = reference_pair(q, k, v, causal=causal, precision=kernel_precision(dtype))
     assert_close_to_reference(out, gold, naive)
     assert not torch.isnan(out).any()
     gold_lse, naive_lse = _lse(q, k, causal, torch.float64), _lse(q, k, causal, _naive_dtype(dtype))
@@ -156,9 +155,7 @@ def test_noncontiguous_inputs_and_explicit_scale():
     # a negative scale: the kernel takes the max of the raw scores, so the launcher
     # passes -q and -scale (the same product, exactly)
     out, lse = ft.triton_attention_forward(q, k, v, causal=True, scale=-0.3)
-    gold = reference_torch.scaled_dot_product_attention(q.double(), k.double(), v.double(),
-                                                  causal=True, scale=-0.3)
-    naive = reference_torch.scaled_dot_product_attention(q, k, v, causal=True, scale=-0.3)
+    gold, naive = reference_pair(q, k, v, causal=True, scale=-0.3, precision=kernel_precision(q.dtype))
     assert_close_to_reference(out, gold, naive)
     allowed = masks.causal_mask(L, L, "top_left", device=q.device)
     gold_lse, naive_lse = ((x @ y.transpose(-1, -2) * -0.3).masked_fill(~allowed, float("-inf"))
@@ -184,8 +181,7 @@ def test_tma_descriptor_path_matches_reference_and_pointer_path(shape, causal):
     align, scale = ft.check_triton_inputs(q, k, v, causal, None)
     out, lse = ft._forward(q, k, v, align, scale, use_tma=True)
     ptr_out, ptr_lse = ft._forward(q, k, v, align, scale, use_tma=False)
-    _, gold = _reference(q, k, v, causal)
-    _, naive = _reference(q, k, v, causal, dtype)
+    gold, naive = reference_pair(q, k, v, causal=causal, precision=kernel_precision(dtype))
     assert_close_to_reference(out, gold, naive)
     empty = torch.isneginf(ptr_lse)
     assert torch.equal(torch.isneginf(lse), empty)
@@ -242,8 +238,8 @@ def test_causal_skips_blocks_above_the_diagonal():
     out, lse = ft.triton_attention_forward(q, k, v, causal=True)
     assert torch.isfinite(out[:, :, :half]).all() and torch.isfinite(lse[:, :, :half]).all()
     assert torch.isnan(out[:, :, half:]).all()  # NaN in visible inputs propagates
-    _, gold = _reference(q[:, :, :half], k[:, :, :half], v[:, :, :half], True)
-    _, naive = _reference(q[:, :, :half], k[:, :, :half], v[:, :, :half], True, torch.float32)
+    gold, naive = reference_pair(q[:, :, :half], k[:, :, :half], v[:, :, :half], causal=True,
+                                 precision=kernel_precision(torch.float32))
     assert_close_to_reference(out[:, :, :half], gold, naive)
 
 
@@ -454,9 +450,8 @@ def test_tf32_meets_the_float16_rule_that_its_docstring_states():
     # tolerance is checked on an emulation of TF32 arithmetic: it passes the float16 rule
     # (10 mantissa bits, like float16) and would fail the float32 rule
     q, k, v = torch_qkv(128, 128, 64, lead=(2, 2), seed=7, device="cpu")
-    gold = reference_torch.scaled_dot_product_attention(q.double(), k.double(), v.double())
-    naive16 = reference_torch.scaled_dot_product_attention(q.half(), k.half(), v.half())
-    naive32 = reference_torch.scaled_dot_product_attention(q, k, v)
+    gold, naive16 = reference_pair(q, k, v, precision="tf32")  # naive in float16
+    naive32 = reference_pair(q, k, v, precision="ieee")[1]
     out = _tf32_attention(q, k, v)
     assert_close_to_reference(out, gold, naive16, what="TF32 emulation")
     with pytest.raises(AssertionError, match="exceeds the tolerance"):
@@ -509,8 +504,7 @@ def test_a_fixed_config_is_used_reported_and_reproducible():
     assert (got["block_m"], got["block_n"]) == (16, 16) and got["how"] in ("config", "interpreter")
     out2, lse2 = ft.triton_attention_forward(q, k, v, causal=True, config=got)  # the dict, as JSON gives it
     assert torch.equal(out1, out2) and torch.equal(lse1, lse2)  # same code, same tiles: same bits
-    _, gold = _reference(q, k, v, True)
-    _, naive = _reference(q, k, v, True, _naive_dtype(torch.float32))
+    gold, naive = reference_pair(q, k, v, causal=True, precision=kernel_precision(torch.float32))
     assert_close_to_reference(out1, gold, naive)
     raises_with(ValueError, ["config must be", "(BLOCK_M, BLOCK_N, num_warps, num_stages)"],
                 ft.triton_attention_forward, q, k, v, config=(16, 16))

@@ -4,7 +4,10 @@
   in ``$ATTN_EDU_VENV_CACHE`` (default: ``<tmp>/attn-edu-venvs``), in a folder named by a
   hash of the requirements and the Python version, so a later run (or a CI run on the
   same machine) reuses it and a changed requirement makes a new one. A ``.complete``
-  file is written last, so a half-made venv is never reused.
+  file is written last, so a half-made venv is never reused, and a lock file beside it
+  makes a second process that wants the same venv wait for the first instead of
+  building it again (scripts/test.sh builds the big ones in the background while the
+  first tests run: ``python tests/colab.py --prebuild``).
 * :func:`install_attn_edu` installs the working tree's attn_edu into such a venv (not
   editable, no dependencies), so what is tested is what ``pip install .`` gives.
 * :func:`overlay_site_packages` lets a fresh venv see another venv's packages without
@@ -19,6 +22,7 @@ tests/test_live_explorers.py (through the fixtures in tests/conftest.py).
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -78,14 +82,18 @@ def cached_venv(name: str, requirements: Sequence[str], base: Optional[Path] = N
     if (path / ".complete").is_file() and python.exists():
         return python
     CACHE.mkdir(parents=True, exist_ok=True)
-    try:
-        make_venv(path, requirements, base=base)  # cleared first: a half-made one is started again
-    except BaseException:
-        shutil.rmtree(path, ignore_errors=True)
-        raise
-    (path / ".complete").write_text("\n".join(requirements) + "\n")
+    with open(CACHE / f"{name}-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process building it: wait, then reuse it
+        if (path / ".complete").is_file() and python.exists():
+            return python
+        try:
+            make_venv(path, requirements, base=base)  # cleared first: a half-made one is started again
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        (path / ".complete").write_text("\n".join(requirements) + "\n")
     for stale in CACHE.glob(f"{name}-*"):  # older requirement sets of the same venv
-        if stale != path and (stale / ".complete").is_file():
+        if stale.is_dir() and stale != path and (stale / ".complete").is_file():
             shutil.rmtree(stale, ignore_errors=True)
     return python
 

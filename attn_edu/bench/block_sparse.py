@@ -104,8 +104,8 @@ def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,
 
     from ..kernels.block_sparse_triton import (LIMITS, block_sparse_attention, flex_available,
                                                flex_block_mask_from_bool, flex_reference)
-    from ..reference import scaled_dot_product_attention
-    from ..testing import assert_close_to_reference
+    from ..kernels._targets import input_precision
+    from ..testing import assert_close_to_reference, reference_pair
 
     dev = torch.device("cpu" if dry_run else _BENCH_DEVICE)
     if dtype is None:
@@ -144,9 +144,8 @@ def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,
     q, k, v = (torch.randn(1, 2, small, d, generator=g).to(dev, dt) for _ in range(3))
     m = _pattern_mask("window", small, 0.25, granule, seed, dev)
     out = block_sparse_attention(q, k, v, m, block_q, block_k)
-    gold = scaled_dot_product_attention(*(x.double().cpu().numpy() for x in (q, k, v)), mask=m.cpu().numpy())
-    naive = scaled_dot_product_attention(q, k, v, mask=m)
-    err = assert_close_to_reference(out, gold, naive)
+    cap = torch.cuda.get_device_capability(dev) if dev.type == "cuda" else None
+    err = assert_close_to_reference(out, *reference_pair(q, k, v, mask=m, precision=input_precision(dtype, cap)))
     if verbose:
         print(f"check n={small} {dtype} vs float64 reference: max err {err:.2e} (passes the rule)")
 
