@@ -104,3 +104,17 @@ def test_the_themes_tab_stop_pass_is_made_lazy_and_code_starts_focusable(ext, tm
     assert ext._focusable_code(body) == (
         '<pre tabindex="0"><span>x</span></pre><pre id="c" tabindex="-1">y</pre><prefix>'
         '<div class="pst-scrollable-table-container" tabindex="0"><table></table></div>')
+
+
+def test_second_level_sections_get_a_placeholder_no_smaller_than_their_content(ext):
+    tall = "<p>" + "word " * 800 + "</p>" + '<img src="a.png" alt="a">' * 2
+    body = ('<section id="top"><h1>T</h1><p>intro</p>'
+            f'<section id="a"><h2>A</h2>{tall}<section id="a1"><h3>A1</h3><pre>x\ny\n</pre></section></section>'
+            '<section id="b"><h2>B</h2><p>short</p></section></section>')
+    new = ext._section_placeholders(body)
+    heights = [int(h) for h in re.findall(r'<section id="(?:a|b)" style="contain-intrinsic-size: auto (\d+)px">', new)]
+    assert len(heights) == 2, new[:300]
+    # 4,000 characters of text (100 lines of 40 on a phone, 28 px each) and two images
+    assert heights[0] >= 100 * 28 + 2 * 500 and heights[1] < heights[0]
+    assert '<section id="top">' in new and '<section id="a1">' in new  # only the second level
+    assert re.sub(r' style="[^"]*"', "", new) == body

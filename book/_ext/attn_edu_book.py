@@ -458,6 +458,44 @@ def _defer(js: Any) -> None:
     attrs["defer"] = "defer"
 
 
+_SECTION_TAG_RE = re.compile(r"<section\b[^>]*>|</section>")
+
+
+def _section_height_px(fragment: str) -> int:
+    """A generous guess of a section's height on a phone (about 380 px of text width): its
+    words, code lines, images, figures and table rows. Over, not under: a skipped section
+    whose content is taller than its placeholder would overlap the next one's for anything
+    that measures it before it is drawn (accessibility checkers do)."""
+    text = re.sub(r"<[^>]+>", "", re.sub(r"<(pre|script|style)\b.*?</\1>", "", fragment, flags=re.S))
+    height = 28 * (len(" ".join(text.split())) // 40 + fragment.count("<p") + fragment.count("<li"))
+    for pre in re.findall(r"<pre\b.*?</pre>", fragment, flags=re.S):
+        height += 40 + 21 * pre.count("\n")
+    height += 500 * fragment.count("<img ") + 120 * fragment.count("<tr")
+    height += sum(int(h) + 60 for h in re.findall(r'class="plotly-graph-div" style="height:(\d+)px', fragment))
+    return height + 300
+
+
+def _section_placeholders(body: str) -> str:
+    """Give each second-level section (``content-visibility: auto`` in book.css) a placeholder
+    height no smaller than its content: the browser lays it out only when it comes near."""
+    out, depth, last, starts = [], 0, 0, []
+    for m in _SECTION_TAG_RE.finditer(body):
+        if m.group(0) != "</section>":
+            depth += 1
+            if depth == 2:
+                starts.append(m)
+            continue
+        if depth == 2 and starts:
+            start = starts.pop()
+            height = _section_height_px(body[start.end():m.start()])
+            tag = start.group(0)[:-1] + f' style="contain-intrinsic-size: auto {height}px">'
+            out.append(body[last:start.start()] + tag)
+            last = start.end()
+        depth -= 1
+    out.append(body[last:])
+    return "".join(out)
+
+
 def _focusable_code(body: str) -> str:
     """Every ``<pre>`` and wide-table box starts as a tab stop (the theme's lazy pass drops
     those that turn out not to scroll when they come near)."""
@@ -493,6 +531,7 @@ def _page_context(
     body = body.replace('role="doc-biblioentry"', 'role="listitem"')
     body = _lazy_images(body)
     body = _focusable_code(body)
+    body = _section_placeholders(body)
     if WIDGET_VIEW in body:
         logger.warning("[attn_edu_book] %s: an ipywidgets view is on the page, whose controls "
                        "cannot do anything without a kernel (give it a text/html stand-in)",
