@@ -91,7 +91,7 @@ def causal_offset(lq: int, lk: int, alignment: Union[bool, str] = "top_left") ->
 def causal_offset_or_none(lq: int, lk: int, alignment: Optional[str]) -> Optional[int]:
     """:func:`causal_offset` for checked arguments, ``None`` when not causal; checks nothing.
 
-    ``alignment`` as :func:`~attn_edu._checks.check_causal` returns it (None, "top_left"
+    ``alignment`` as the check of ``causal`` returns it (None, "top_left"
     or "bottom_right") and lengths already checked: what an attention call holds once its
     front door has checked it (``attn_edu._call.AttentionCall.offset``). The tiled loops and
     the tile plan read ``None`` as "no causal diagonal"; the Triton launchers pass
