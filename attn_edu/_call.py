@@ -93,6 +93,12 @@ def require_tensor(name: str, x: object):
     return x
 
 
+def loop_tiles(torch_like: bool, device: Any = "cpu") -> Tuple[int, int]:
+    """The tiled loop's default ``(block_q, block_k)``: :func:`attn_edu.masks.default_tiles`
+    of the PyTorch loop on ``device``, or of the NumPy loop."""
+    return default_tiles("torch", device) if torch_like else default_tiles("numpy")
+
+
 def attention_call(q: Any, k: Any, v: Any, mask: Any = None, causal: Any = False, scale: Any = None,
                    enable_gqa: bool = False, *, torch_like: Optional[bool] = None, tiled: bool = False,
                    block_q: Any = None, block_k: Any = None, align_checked: bool = False
@@ -115,7 +121,7 @@ def attention_call(q: Any, k: Any, v: Any, mask: Any = None, causal: Any = False
     align: Any = causal if align_checked else None
     plan = None
     if tiled:
-        tiles = default_tiles("torch", getattr(q, "device", "cpu")) if torch_like else default_tiles("numpy")
+        tiles = loop_tiles(torch_like, getattr(q, "device", "cpu"))
         mask, plan, block_q, block_k = split_plan(mask, block_q, block_k, tiles)
         if plan is not None:  # the plan's causality first, as unpack_plan does
             align = align if align_checked else _checks.check_causal(causal)

@@ -31,11 +31,10 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _checks, precision
-from .._call import attention_call
+from .._call import attention_call, loop_tiles
 from .._checks import is_torch_tensor
 from ..flash import flash_loop
 from ..masks import causal_block
-from ..masks.tiles import default_tiles
 
 __all__ = ["chunk_size", "split_bounds", "split_waves", "split_kv_attention", "merge_partials"]
 
@@ -197,7 +196,7 @@ def split_kv_attention(
     lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
     mask = _with_causal(mask, kind, call.offset, lq, lk, call.device)
     kind = None if mask is None else (kind or "bool")  # causality alone folds in as a bool mask
-    block_q = default_tiles("torch", call.device)[0] if torch_like else default_tiles("numpy")[0]  # flash's rows
+    block_q = loop_tiles(torch_like, call.device)[0]  # flash_attention's default tile rows
     outs, lses = [], []
     for c0, c1 in _bounds(lk, num_splits, _chunk_size(lk, num_splits, 1)):  # split_bounds, checked
         if c0 == c1:  # an empty chunk: no keys, statistics (o, lse) = (0, -inf)
