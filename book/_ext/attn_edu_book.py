@@ -357,16 +357,21 @@ THEME_JS = "scripts/pydata-sphinx-theme.js"
 #: ones keyboard-focusable: reading ``scrollWidth`` lays out the whole page at once, which
 #: on a chapter page is most of the main-thread time a phone spends at load, and lays out the
 #: sections that ``book.css`` lets the browser skip until they come near. The patch keeps the
-#: rule (a scrollable block gets ``tabIndex = 0``, others ``-1``) but measures a block when it
-#: comes within a screen of the viewport; until then a ``<pre>`` keeps the ``tabindex="0"``
-#: that :func:`_page_context` gives it, so the keyboard can reach every block from the start.
+#: rule (a scrollable block gets ``tabIndex = 0``, others ``-1``) but applies it only to
+#: blocks within a screen of the viewport, measured when they come near and again whenever
+#: their box changes size (a ``ResizeObserver``: a phone turned, the sidebar sliding away, a
+#: full-page screenshot), so a width seen mid-transition never sticks. Away from the viewport
+#: a block has ``tabindex="0"`` -- the one :func:`_page_context` gives every ``<pre>``, and
+#: the one it gets back when it leaves -- so the keyboard can reach every block that may
+#: scroll, and no checker finds a scrollable block the keyboard cannot reach.
 _THEME_TAB_STOP = "e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1"
 _LAZY_TAB_STOP = (
     "(window.attnEduTabStop||(window.attnEduTabStop=(()=>{"
     "const m=t=>{t.tabIndex=t.scrollWidth>t.clientWidth||t.scrollHeight>t.clientHeight?0:-1},"
-    "near=new Set,seen=new WeakSet,"
-    "io=new IntersectionObserver(es=>{for(const x of es){if(x.isIntersecting){near.add(x.target);"
-    "m(x.target)}else near.delete(x.target)}},{rootMargin:\"100% 0px\"});"
+    "near=new Set,seen=new WeakSet,ro=new ResizeObserver(es=>{for(const x of es)m(x.target)}),"
+    "io=new IntersectionObserver(es=>{for(const x of es){const t=x.target;"
+    "if(x.isIntersecting){if(!near.has(t)){near.add(t);ro.observe(t)}}"
+    "else if(near.delete(t)){ro.unobserve(t);t.tabIndex=0}}},{rootMargin:\"100% 0px\"});"
     "return t=>{if(!seen.has(t)){seen.add(t);io.observe(t)}else if(near.has(t))m(t)}})()))(e)"
 )
 
