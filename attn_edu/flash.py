@@ -113,6 +113,7 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
     out = np.zeros(tuple(batch) + (lq, dv), dtype=q.dtype)  # (..., Lq, Dv)
     lse = np.full(tuple(batch) + (lq,), -np.inf, dtype=q.dtype) if return_lse else None
     trace: List[TileRecord] = []
+    ones = np.ones(block_k, dtype=q.dtype)  # row sums as P_j @ 1: BLAS, ~5x a sum(axis=-1) (read only)
 
     def row_block(i: int) -> None:
         """One block of query rows against every non-empty key tile (the online softmax)."""
@@ -130,7 +131,6 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
         # per tile; the last, narrower tile of a row gets fresh arrays).
         s_buf = np.empty(tuple(batch) + (r1 - r0, block_k), dtype=q.dtype)  # (..., bq, bk)
         pv_buf = np.empty_like(acc)  # P_j V_j                              (..., bq, Dv)
-        ones = np.ones(block_k, dtype=q.dtype)  # row sums as P_j @ 1: BLAS, ~5x a sum(axis=-1)
         for j, (c0, c1) in enumerate(cols):
             if not computed[i, j]:  # empty tile: exp(-inf) = 0 everywhere, skip it
                 if return_trace:

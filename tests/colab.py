@@ -24,10 +24,10 @@ import functools
 import hashlib
 import json
 import os
-import sys
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
@@ -165,11 +165,13 @@ def write_colab_kernelspec(jupyter_path: Path, python: Path, root: Path, block: 
     return spec_dir
 
 
-def _python313_requirements() -> list:
+def _python313_cached(base: Path) -> Path:
+    """The python of the cached Python 3.13 venv (made if needed), before attn_edu goes in."""
     import hypothesis
 
-    return [f"numpy=={colab_pins('gpu')['numpy']}", "setuptools>=70.1", f"pytest=={pytest.__version__}",
+    reqs = [f"numpy=={colab_pins('gpu')['numpy']}", "setuptools>=70.1", f"pytest=={pytest.__version__}",
             f"hypothesis=={hypothesis.__version__}"]
+    return venvs.cached_venv("colab-py313", reqs, base=base)
 
 
 def python313_venv() -> Path:
@@ -180,7 +182,7 @@ def python313_venv() -> Path:
     if base is None:
         pytest.skip("no Python 3.13 here (pyenv install 3.13.0, or put python3.13 on PATH)")
     try:
-        python = venvs.cached_venv("colab-py313", _python313_requirements(), base=base)
+        python = _python313_cached(base)
         venvs.install_attn_edu(python)
     except (RuntimeError, subprocess.CalledProcessError) as exc:
         pytest.skip(f"the Python 3.13 venv could not be built: {str(exc)[-600:]}")
@@ -198,7 +200,7 @@ def prebuild() -> None:
     jobs = [] if os.environ.get("ATTN_EDU_NO_COLAB_STANDIN") == "1" else [("colab-standin", _standin_cached)]
     base = python313()
     if base is not None:
-        jobs.append(("colab-py313", lambda: venvs.cached_venv("colab-py313", _python313_requirements(), base=base)))
+        jobs.append(("colab-py313", lambda: _python313_cached(base)))
     for name, job in jobs:
         start = time.perf_counter()
         try:

@@ -407,19 +407,17 @@ def plan_checked(host: Optional[np.ndarray], lq: int, lk: int, block_q: int, blo
     return _frozen_plan(block_q, block_k, lq, lk, align, computed, computed & ~full, mask)
 
 
-def unpack_plan(mask: Any, causal: Union[bool, str], block_q: Optional[int], block_k: Optional[int],
-                default: Tuple[int, int] = (DEFAULT_BLOCK_Q, DEFAULT_BLOCK_K)
-                ) -> Tuple[Any, Optional[TilePlan], int, int]:
+def unpack_plan(mask: Any, causal: Union[bool, str], block_q: Optional[int],
+                block_k: Optional[int]) -> Tuple[Any, Optional[TilePlan], int, int]:
     """For functions that take a :class:`TilePlan` where a mask goes.
 
     Returns ``(mask, plan, block_q, block_k)``: with a plan, its mask, the plan and its
     tiles, after checking that the call's ``block_q``, ``block_k`` (when given) and
     ``causal`` agree with the plan (a ValueError otherwise); without one, the mask as
-    given, None and the tiles (``default`` when not given: the caller's
-    :func:`default_tiles`, else ``DEFAULT_BLOCK_Q`` x ``DEFAULT_BLOCK_K``).
+    given, None and the tiles (``DEFAULT_BLOCK_Q`` x ``DEFAULT_BLOCK_K`` when not given).
     :func:`split_plan` and :func:`check_plan_causal` are its two halves.
     """
-    mask, plan, block_q, block_k = split_plan(mask, block_q, block_k, default)
+    mask, plan, block_q, block_k = split_plan(mask, block_q, block_k)
     if plan is not None:
         check_plan_causal(plan, causal, check_causal(causal))
     return mask, plan, block_q, block_k
