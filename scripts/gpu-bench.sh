@@ -141,12 +141,28 @@ mkdir -p "$out"
 log="$out/gpu-bench.log"
 : > "$log"
 failed=0
+# A lease or a Colab session may end before the whole run does. GPU_BENCH_DEADLINE=S ends
+# the run S seconds after it starts, GPU_BENCH_STEP_TIMEOUT=S ends any one step after S
+# seconds: a step that is stopped writes no JSON, and the log records it as "exit=124"
+# (stopped) or "skipped: out of time"; the steps come most-needed first.
+start_s=$SECONDS
 step() {  # step NAME COMMAND...: run it, record its exit code, never abort
   local name=$1; shift
+  local limit=${GPU_BENCH_STEP_TIMEOUT:-0}
+  if [[ -n "${GPU_BENCH_DEADLINE:-}" ]]; then
+    local left=$(( GPU_BENCH_DEADLINE - (SECONDS - start_s) ))
+    if (( left < 10 )); then
+      echo "==> $name: skipped, out of time"; echo "$name skipped: out of time" >> "$log"
+      failed=1; return 0
+    fi
+    (( limit == 0 || left < limit )) && limit=$left
+  fi
   echo "==> $name"
-  "$@"
+  local t0=$SECONDS
+  if (( limit > 0 )); then timeout "$limit" "$@"; else "$@"; fi
   local rc=$?
-  echo "$name exit=$rc" >> "$log"
+  local lim=""; (( limit > 0 )) && lim="limit ${limit}s, "
+  echo "$name exit=$rc (${lim}took $(( SECONDS - t0 ))s)" >> "$log"
   [[ $rc -eq 0 ]] || { echo "    ($name exited with $rc: recorded, going on)"; failed=1; }
   return 0
 }
@@ -184,24 +200,29 @@ print(' '.join('torch_sdpa_' + b for b in sdpa_backends('cuda', '$dt')))")"
   DECODE="dtype='$dt'"
 fi
 
-step "correctness: every kernel against float64, in the GPU's half type" "$PY" -m attn_edu.bench \
-  --correctness "${DRYFLAG[@]}"
-step "goals (ratios measured side by side)" "$PY" -m attn_edu.bench "${GOALS[@]}" \
-  --out "$out/goals_${gpu}.json"
-for D in "${DS[@]}"; do
-  step "sweep d=$D" "$PY" -m attn_edu.bench "${DEV[@]}" --d "$D" --n "${NS[@]}" \
+sweep() {  # sweep D: every implementation over NS at head dimension D, with peak memory
+  step "sweep d=$1" "$PY" -m attn_edu.bench "${DEV[@]}" --d "$1" --n "${NS[@]}" \
     --impl triton "${SDPA_IMPLS[@]}" torch_naive torch_flash \
     "${BLOCKS[@]}" --memory "${REP[@]}" --no-progress "${DRYFLAG[@]}" \
-    --out "$out/gpu_${gpu}_d${D}.json"
-done
+    --out "$out/gpu_${gpu}_d$1.json"
+}
+# Most-needed first (a deadline cuts from the end): correctness, the first head dimension's
+# sweep (chapters 08 and 10), the goals, causal, decode (chapter 13), block-sparse
+# (chapter 11), then the other head dimensions.
+step "correctness: every kernel against float64, in the GPU's half type" "$PY" -m attn_edu.bench \
+  --correctness "${DRYFLAG[@]}"
+sweep "${DS[0]}"
+step "goals (ratios measured side by side)" "$PY" -m attn_edu.bench "${GOALS[@]}" \
+  --out "$out/goals_${gpu}.json"
 step "causal sweep" "$PY" -m attn_edu.bench "${DEV[@]}" --d "${DS[0]}" --causal --n "${NS_CAUSAL[@]}" \
   --impl triton "$SDPA_BEST" "${REP[@]}" --no-progress "${DRYFLAG[@]}" \
   --out "$out/gpu_${gpu}_d${DS[0]}_causal.json"
-step "block-sparse kernel vs dense and FlexAttention" "$PY" -m attn_edu.bench "${SPARSE[@]}" \
-  --out "$out/block_sparse_${gpu}.json"
 mkdir -p "$out/decode"
 step "decoding (L_q = 1): split-KV Triton kernel vs SDPA over the KV-cache length" "$PY" -c \
   "from attn_edu import bench; bench.save_results(bench.decode_sweep($DECODE), '$out/decode/decode_${gpu}.json')"
+step "block-sparse kernel vs dense and FlexAttention" "$PY" -m attn_edu.bench "${SPARSE[@]}" \
+  --out "$out/block_sparse_${gpu}.json"
+for D in "${DS[@]:1}"; do sweep "$D"; done
 echo "==> done ($log):"
 cat "$log"
 [[ $DRY -eq 1 ]] || echo "    git add $out && git commit"

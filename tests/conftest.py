@@ -128,6 +128,24 @@ def kernel_precision(dtype, precision: Optional[str] = None) -> str:
     return _targets.input_precision(str(dtype).replace("torch.", ""), cap, precision)
 
 
+def lse_pair(q, k, allowed, scale: float, precision: str):
+    """``(gold, naive)`` log-sum-exp of the scores ``scale * q @ k^T`` over the keys that
+    ``allowed`` (boolean, True = may attend) keeps, for ``assert_close_to_reference(lse, ...,
+    what="lse")``: gold in float64, naive in the dtype whose error sets the tolerance, the
+    kernel's ``precision`` chosen as :func:`attn_edu.testing.reference_pair` chooses it (a
+    TF32 product is held to float16's rule: on a GPU from sm_80, float32 inputs are TF32)."""
+    import torch
+
+    allowed = torch.as_tensor(allowed, device=q.device)
+    naive_dtype = torch.float16 if precision == "tf32" and q.dtype == torch.float32 else q.dtype
+
+    def lse(dtype):
+        s = q.to(dtype) @ k.to(dtype).transpose(-1, -2) * scale
+        return s.masked_fill(~allowed, float("-inf")).logsumexp(-1)
+
+    return lse(torch.float64), lse(naive_dtype)
+
+
 def raises_with(exc: type, words: Sequence[str], fn, *args, **kwargs) -> str:
     """Call ``fn`` and require it to raise ``exc`` whose message contains every one of
     ``words`` (an error names the argument and what was seen); returns the message."""

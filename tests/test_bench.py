@@ -363,3 +363,32 @@ def test_correctness_needs_a_gpu_or_a_dry_run():
     proc = _cli("--correctness")
     if not bench.cuda_available():
         assert proc.returncode == 2 and "--correctness checks the kernels on a CUDA GPU" in proc.stderr
+
+
+def test_a_sweep_stopped_by_sigterm_writes_the_points_it_measured(tmp_path, monkeypatch):
+    """gpu-bench.sh's deadline stops a step with `timeout` (SIGTERM): the sweep keeps what it
+    measured, says where it stopped, and the command exits 1."""
+    import signal
+
+    from attn_edu.bench import cli, sweep
+
+    real, calls = sweep.run_one, []
+
+    def run_one(name, n, *args, **kwargs):
+        calls.append(n)
+        if len(calls) == 3:  # the third point: the deadline arrives
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(name, n, *args, **kwargs)
+
+    monkeypatch.setattr(sweep, "run_one", run_one)
+    before = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "stopped.json"
+    try:
+        code = cli.main(["--impl", "numpy_naive", "--n", "16", "32", "48", "64", "--repeat", "1",
+                         "--warmup", "0", "--no-progress", "--out", str(out)])
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    (doc,) = bench.load_results(out)
+    assert code == 1 and calls == [16, 32, 48]
+    assert [r["n"] for r in doc["results"]] == [16, 32]
+    assert doc["stopped"] == "interrupted after 2 of 4 points"

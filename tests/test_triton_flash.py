@@ -26,7 +26,7 @@ from attn_edu.kernels import decode_triton as dt  # noqa: E402
 from attn_edu.kernels import flash_triton as ft  # noqa: E402
 from attn_edu.kernels._shared import launch_grid  # noqa: E402
 from attn_edu.testing import assert_close_to_reference, assert_same_up_to_rounding, reference_pair  # noqa: E402
-from conftest import CUDA, DEVICE, OnCuda, kernel_precision, raises_with, torch_qkv  # noqa: E402
+from conftest import CUDA, DEVICE, OnCuda, kernel_precision, lse_pair, raises_with, torch_qkv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -158,8 +158,7 @@ def test_noncontiguous_inputs_and_explicit_scale():
     gold, naive = reference_pair(q, k, v, causal=True, scale=-0.3, precision=kernel_precision(q.dtype))
     assert_close_to_reference(out, gold, naive)
     allowed = masks.causal_mask(L, L, "top_left", device=q.device)
-    gold_lse, naive_lse = ((x @ y.transpose(-1, -2) * -0.3).masked_fill(~allowed, float("-inf"))
-                           .logsumexp(-1) for x, y in ((q.double(), k.double()), (q, k)))
+    gold_lse, naive_lse = lse_pair(q, k, allowed, -0.3, kernel_precision(q.dtype))
     assert_close_to_reference(lse, gold_lse, naive_lse, what="lse")
 
 
@@ -468,7 +467,7 @@ def test_float32_precision_policy_is_one_rule():
             for p in (None, "ieee")} == {"tf32"}  # half types: tl.dot ignores it
     raises_with(ValueError, ["precision='tf32'", "7.5", "ieee"], ip, "float32", (7, 5), "tf32")
     raises_with(ValueError, ["precision must be", "'tf32', 'ieee'", "'fp32'"], ip, "float32", (8, 0), "fp32")
-    q = torch.zeros(1, 1, 4, 16)
+    q = torch.zeros(1, 1, 4, 16, device=DEVICE)
     raises_with(ValueError, ["precision must be"], ft.triton_attention_forward, q, q, q, precision="high")
     # exact float32 launches one fixed small configuration, never the autotuner's list
     for cap in ((7, 5), (8, 0), (9, 0)):

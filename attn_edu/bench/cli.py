@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 from typing import List, Optional, Sequence
 
@@ -154,6 +155,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                          dtype=_given(args.dtype, gpu_half_dtype() if args.device == "cuda" else "float32"),
                          causal=args.causal, device=args.device,
                          block_q=args.block_q, block_k=args.block_k, window=args.window)
+    # `timeout` (gpu-bench.sh's deadline) stops a sweep with SIGTERM: end it like Ctrl-C, so
+    # the points measured so far are written, with "stopped" saying how far it got.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         doc = run_sweep(impls, ns, config, repeat=args.repeat, warmup=args.warmup, memory=args.memory,
                         progress=not args.no_progress, command=_command(argv),
@@ -171,10 +175,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for name, why in doc["skipped"].items():
         print(f"{name:18s} skipped: {why}")
     print(f"device: {doc['device']['name']} ({doc['device']['kind']}); {doc['date']}")
+    if "stopped" in doc:
+        print(f"STOPPED: {doc['stopped']}")
     if args.out:
         print(f"wrote {save_results(doc, args.out)}")
-    failed = any("error" in r for r in doc["results"])
+    failed = any("error" in r for r in doc["results"]) or "stopped" in doc
     return 1 if failed or not doc["results"] else 0
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _command(argv: Sequence[str]) -> str:

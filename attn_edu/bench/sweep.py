@@ -166,15 +166,19 @@ def run_sweep(impls: Sequence[str], ns: Sequence[int], config: Optional[BenchCon
            "results": [], "skipped": {}}
     points = [(name, n) for name in impls for n in ns]
     if not interleave:
-        for name, n in _progress(points, "bench", progress):
-            if name in doc["skipped"]:
-                continue
-            try:
-                doc["results"].append(run_one(name, n, config, repeat, warmup, memory))
-            except ImplUnavailable as err:
-                doc["skipped"][name] = str(err)
-            except Exception as err:  # keep the sweep going; the point records what happened
-                doc["results"].append(_error(name, n, err))
+        done = 0
+        try:
+            for name, n in _progress(points, "bench", progress):
+                if name not in doc["skipped"]:
+                    try:
+                        doc["results"].append(run_one(name, n, config, repeat, warmup, memory))
+                    except ImplUnavailable as err:
+                        doc["skipped"][name] = str(err)
+                    except Exception as err:  # keep the sweep going; the point records what happened
+                        doc["results"].append(_error(name, n, err))
+                done += 1
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM through the command line: keep what ran
+            doc["stopped"] = f"interrupted after {done} of {len(points)} points"
     else:
         ready: Dict[Tuple[str, int], Any] = {}
         rows: Dict[Tuple[str, int], Dict[str, Any]] = {}
