@@ -1,47 +1,143 @@
 """A chapter's visible check must be able to fail.
 
 An ``assert`` that compares a quantity with itself (``rope_scores(Q, K, s * pos / s)``
-against ``rope_scores(Q, K, pos)``) passes whatever the idea it claims to check. These
-tests re-run a chapter's cells up to such a check with the idea broken on purpose, and
-require the check to fire.
+against ``rope_scores(Q, K, pos)``) passes whatever the idea it claims to check. So:
+
+* every ``assert`` in a chapter's code cells is classified in
+  ``tests/data/visible_checks/NN.json`` (what it checks, against what, and whether that is
+  independent; ``python scripts/visible_checks.py`` adds rows for new asserts and
+  ``--counts`` prints the tally), and none is left unclassified;
+* each chapter lists at least two of its central ideas broken on purpose (``"breaks"``):
+  these tests run the cells a check needs, then the check's cell with the idea broken,
+  and require it to fire, and to hold when nothing is broken.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow      # runs a chapter's cells (about 20 s)
+sys.path.insert(0, str(ROOT / "scripts"))
+import visible_checks  # noqa: E402  (scripts/visible_checks.py: the one reader of the data)
+
+CHAPTERS = visible_checks.chapters()
+BREAKS = [(ch.name[:2], b) for ch in CHAPTERS for b in visible_checks.load(ch).get("breaks", [])]
+
+
+# --- the classification: fast, reads the notebooks' text only --------------------------------
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name[:2])
+def test_every_visible_check_is_classified(chapter):
+    doc = visible_checks.load(chapter)
+    missing, stale = visible_checks.compare(chapter, doc)
+    assert not missing, (f"{chapter.name}: asserts with no row in tests/data/visible_checks/ "
+                         f"(run python scripts/visible_checks.py): {missing}")
+    assert not stale, f"{chapter.name}: rows whose assert is gone (edit them, or mark dropped): {stale}"
+    todo = [(r["cell"], r["check"]) for r in doc["checks"] if r["verdict"] == "todo"]
+    assert not todo, f"{chapter.name}: unclassified checks: {todo}"
+    for r in doc["checks"]:
+        assert r["verdict"] in visible_checks.VERDICTS, r
+        assert r["what"].strip() and r["against"].strip(), f"{chapter.name}: say what and against what: {r}"
+        if r["verdict"] == "fixed":
+            assert r.get("was", "").strip(), f"{chapter.name}: a fixed check keeps the old text in 'was': {r}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name[:2])
+def test_each_chapter_breaks_at_least_two_central_ideas(chapter):
+    breaks = visible_checks.load(chapter).get("breaks", [])
+    assert len(breaks) >= 2, f"{chapter.name}: {len(breaks)} broken-on-purpose cases, want >= 2"
+    for b in breaks:
+        assert {"name", "idea", "cell", "replace"} <= set(b) and b["replace"], b
+
+
+# --- the breaks: run the cells (slow) ----------------------------------------------------------
+def _code_cells(chapter: str) -> list:
+    path = next((ROOT / "notebooks").glob(f"{chapter}_*.ipynb"))
+    return [(c["id"], "".join(c["source"])) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
+            if c["cell_type"] == "code"]
+
+
+@functools.lru_cache(maxsize=None)
+def _namespace(chapter: str, setup: tuple) -> dict:
+    """One namespace after the chapter's code cells ``setup`` (ids, run in the chapter's order)."""
+    ns: dict = {"__name__": "__chapter__"}
+    cells = _code_cells(chapter)
+    unknown = set(setup) - {i for i, _ in cells}
+    if unknown:
+        raise ValueError(f"chapter {chapter} has no code cells {sorted(unknown)}")
+    with _chapter_plotting():
+        for cid, src in cells:
+            if cid in setup:
+                exec(compile(src, f"chapter {chapter} {cid}", "exec"), ns)
+                _close_figures()
+    return ns
+
+
+@contextlib.contextmanager
+def _chapter_plotting():
+    import matplotlib
+    import matplotlib.pyplot as plt
+    import plotly.io as pio
+
+    renderer, backend = pio.renderers.default, matplotlib.get_backend()
+    plt.switch_backend("Agg")
+    try:
+        with matplotlib.rc_context():      # the chapter's setup changes plot defaults
+            yield
+    finally:
+        pio.renderers.default = renderer
+        plt.switch_backend(backend)
+
+
+def _close_figures():
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+def run_break(chapter: str, b: dict, broken: bool) -> dict:
+    """Run break ``b``'s cell after its setup cells, with its replacements when ``broken``."""
+    cells = _code_cells(chapter)
+    ids = [i for i, _ in cells]
+    if b["cell"] not in ids:
+        raise ValueError(f"chapter {chapter} has no code cell {b['cell']!r}")
+    setup = tuple(b.get("setup") or ids[:ids.index(b["cell"])])
+    ns = dict(_namespace(chapter, setup))
+    src = dict(cells)[b["cell"]]
+    for old, new in b["replace"].items():
+        if src.count(old) != 1:       # not an AssertionError: that is what the tests expect
+            raise ValueError(f"{old!r} is not in cell {b['cell']} once")
+        if broken:
+            src = src.replace(old, new)
+    with _chapter_plotting():
+        exec(compile(src, f"chapter {chapter} {b['cell']}", "exec"), ns)
+        _close_figures()
+    return ns
+
+
+@pytest.mark.slow  # runs the cells each check needs
+@pytest.mark.parametrize("chapter,b", BREAKS, ids=[f"{c}-{b['name']}" for c, b in BREAKS])
+def test_a_broken_central_idea_fires_its_check(chapter, b):
+    run_break(chapter, b, broken=False)   # holds as written
+    with pytest.raises(AssertionError):
+        run_break(chapter, b, broken=True)
+
+
 
 
 @functools.lru_cache(maxsize=None)
 def chapter_until(chapter: str, until: str):
     """Run the chapter's code cells in one namespace up to (not including) the cell that
     contains ``until``; return that namespace and the cell's source."""
-    import matplotlib
-    import matplotlib.pyplot as plt
-    import plotly.io as pio
-
-    path = next((ROOT / "notebooks").glob(f"{chapter}_*.ipynb"))
-    cells = [("".join(c["source"])) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
-             if c["cell_type"] == "code"]
-    ns: dict = {"__name__": "__chapter__"}
-    renderer, backend = pio.renderers.default, matplotlib.get_backend()
-    plt.switch_backend("Agg")
-    try:
-        with matplotlib.rc_context():      # the chapter's setup changes plot defaults
-            for src in cells:
-                if until in src:
-                    return ns, src
-                exec(compile(src, path.name, "exec"), ns)
-                plt.close("all")
-    finally:
-        pio.renderers.default = renderer
-        plt.switch_backend(backend)
-    raise ValueError(f"no code cell of {path.name} contains {until!r}")
+    cells = _code_cells(chapter)
+    for k, (cid, src) in enumerate(cells):
+        if until in src:
+            return _namespace(chapter, tuple(i for i, _ in cells[:k])), src
+    raise ValueError(f"no code cell of chapter {chapter} contains {until!r}")
 
 
 def run_check(chapter: str, until: str, replace: dict = None) -> dict:
@@ -62,6 +158,7 @@ PI_CELL = "pos_pi = np.arange(s * L) / s"
 PI_RANGE_CHECK = "assert pos_pi.max() < L"
 
 
+@pytest.mark.slow
 def test_ch04_position_interpolation_check_holds():
     ns = run_check("04", PI_CELL)
     assert ns["S_pi"].shape == (ns["s"] * ns["L"],) * 2      # it ran s*L tokens
@@ -70,6 +167,7 @@ def test_ch04_position_interpolation_check_holds():
 @pytest.mark.parametrize("broken", ["np.arange(s * L) * 1.0",          # no interpolation
                                     "np.arange(s * L) / (s / 2)"],      # the wrong factor
                          ids=["not-interpolated", "wrong-factor"])
+@pytest.mark.slow
 def test_ch04_position_interpolation_check_fails_when_interpolation_is_broken(broken):
     # the score comparison alone must catch it (the range check is taken out)
     with pytest.raises(AssertionError):
