@@ -10,7 +10,7 @@
 #
 # --check looks for what Triton needs at run time (a C compiler and Python's headers: it
 # builds its kernel launcher on the first launch), the NVIDIA driver, the GPU's compute
-# capability and free memory, then runs the GPU tests (pytest -m gpu); each failure is
+# capability and free memory, then runs the GPU tests (pytest -m "triton or cuda"); each failure is
 # printed with a fix. Without a GPU it says so and exits 1.
 # The run never stops early: a missed goal, a point that runs out of memory or a step
 # that fails is recorded (in the JSON, with its reason; the exit code of every step in
@@ -117,8 +117,8 @@ PYCHECK
     echo "==> 1 or more checks failed (above, each with its fix); the GPU tests were not run"
     return 1
   fi
-  echo "==> GPU tests: $PY -m pytest -m gpu"
-  if ! "$PY" -m pytest -m gpu -q -p no:cacheprovider tests; then
+  echo "==> GPU tests: $PY -m pytest -m \"triton or cuda\""
+  if ! "$PY" -m pytest -m "triton or cuda" -q -p no:cacheprovider tests; then
     echo "==> GPU tests failed (above). Report them with the output of: nvidia-smi; $PY -m pip list"
     return 1
   fi

@@ -19,10 +19,13 @@ if [[ "${ATTN_EDU_SKIP_INSTALL:-0}" != "1" ]]; then
   stamp="$VENV/.attn-edu-installed"
   want="$(cat "$ROOT/requirements.txt" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
   if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
-    echo "==> installing requirements.txt and attn_edu (editable) into $VENV (first run: a few minutes)"
-    "$VENV/bin/python" -m pip install --quiet --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet -r "$ROOT/requirements.txt"
-    "$VENV/bin/python" -m pip install --quiet --no-deps -e "$ROOT"
+    echo "==> installing requirements.txt and attn_edu (editable) into $VENV"
+    # uv installs the rest in seconds (scripts/pyinstall.py: it also says where torch comes
+    # from: its CPU build where there is no NVIDIA GPU); pip only fetches uv itself
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check uv \
+      || echo "==> could not install uv: installing with pip (slower)"
+    "$VENV/bin/python" "$ROOT/scripts/pyinstall.py" --python "$VENV/bin/python" -r "$ROOT/requirements.txt"
+    "$VENV/bin/python" "$ROOT/scripts/pyinstall.py" --python "$VENV/bin/python" --no-deps -e "$ROOT"
     echo "$want" > "$stamp"
   fi
 fi

@@ -25,7 +25,6 @@ import http.server
 import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -73,22 +72,9 @@ def serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
 
 
 def toc_pages() -> list[str]:
-    import yaml
+    from site_pages import toc_files  # scripts/site_pages.py: the one toc walker
 
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    files = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                files.append(entry["file"])
-            walk(entry.get("sections"))
-            walk(entry.get("chapters"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return [re.sub(r"\.(md|ipynb)$", "", f) + ".html" for f in files]
+    return [f + ".html" for f in toc_files(ROOT)]
 
 
 def build_baseline() -> Path:

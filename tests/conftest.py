@@ -14,12 +14,15 @@
   import them: ``from conftest import qkv``. The gold answer and naive_T that a test
   compares with come from :func:`attn_edu.testing.reference_pair`;
   :func:`kernel_precision` says which precision a kernel launch runs in.
-* **Markers** (registered in ``pyproject.toml``): ``slow`` (more than a few seconds),
-  ``notebooks`` (executes the chapters), ``browser`` (builds the book, opens it in
-  Chromium), ``gpu`` (CUDA code: every test of the kernel modules in
-  :data:`GPU_TEST_MODULES`, marked here, and the CUDA-only tests, which skip without a
-  GPU; ``bash scripts/gpu-bench.sh --check`` runs ``pytest -m gpu`` on a GPU). The fast
-  loop is ``pytest -m "not slow and not notebooks and not browser"``.
+* **Markers** (registered in ``pyproject.toml``; they combine as their names say):
+  ``slow`` (more than a few seconds; every test that builds, executes a chapter or drives a
+  browser is slow, so ``-m "not slow"`` builds and executes nothing), ``notebooks``
+  (executes chapters), ``browser`` (drives Chromium), ``pages`` (checks the built site),
+  ``publish`` (runs the publishing workflow: the one book build), ``triton`` (runs a Triton
+  kernel: compiled on a GPU, under the interpreter on the CPU; every test of
+  :data:`TRITON_TEST_MODULES`, marked here), ``cuda`` (needs a CUDA GPU; skipped without
+  one). ``bash scripts/gpu-bench.sh --check`` runs ``-m "triton or cuda"`` on a GPU; the
+  edit loop, ``bash scripts/test.sh --fast``, runs ``-m "not slow"``.
 
 * **Fixtures.** ``numpy_only_venv``: the python of a virtual environment with NumPy only
   (the test environment's NumPy version, setuptools to build attn_edu, pytest and
@@ -41,6 +44,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Optional, Sequence
 from urllib.parse import urlsplit
@@ -49,6 +53,9 @@ import numpy as np
 import pytest
 
 import venvs
+
+# scripts/ holds the book's tooling modules that tests use too (site_pages, visible_checks)
+sys.path.insert(0, str(venvs.REPO / "scripts"))
 
 #: Whether PyTorch sees a CUDA GPU (False without torch).
 CUDA = False
@@ -76,14 +83,20 @@ DEVICE = "cuda" if CUDA else "cpu"
 
 
 
-#: Test modules whose every test exercises a Triton kernel: marked ``gpu`` at collection.
-GPU_TEST_MODULES = ("test_triton_flash.py", "test_triton_decode.py", "test_block_sparse_triton.py")
+#: Test modules whose every test exercises a Triton kernel: marked ``triton`` at collection.
+TRITON_TEST_MODULES = ("test_triton_flash.py", "test_triton_decode.py", "test_block_sparse_triton.py")
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.name in GPU_TEST_MODULES:
-            item.add_marker(pytest.mark.gpu)
+        if item.path.name in TRITON_TEST_MODULES:
+            item.add_marker(pytest.mark.triton)
+    # the long runs first, so that on several workers (scripts/test.sh) none starts last: the
+    # publishing job (the book build), then the chapters, then the other slow tests
+    def rank(item):
+        marks = {m.name for m in item.iter_markers()}
+        return 0 if "publish" in marks else 1 if "notebooks" in marks else 2 if "slow" in marks else 3
+    items.sort(key=rank)
 
 
 def rand(rng: np.random.Generator, *shape: int, dtype=np.float64) -> np.ndarray:

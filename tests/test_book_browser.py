@@ -27,8 +27,11 @@ A full-page screenshot of every page is written to ``_build/screenshots/``.
 
 Environment variables:
 
-* ``ATTN_EDU_BOOK_BUILT=1``: ``_build/html`` is fresh, do not rebuild (``scripts/test.sh``
-  builds with ``scripts/build-book.sh`` first and sets it);
+* ``ATTN_EDU_BOOK_BUILT=1``: ``_build/html`` is built and fresh: check it. Without it these
+  tests skip: the suite builds the book once, in the publishing workflow's steps
+  (tests/test_publish_workflow.py), whose check step, ``bash scripts/site.sh check``, runs
+  this file on that build with ``-m pages``. By hand: ``bash scripts/build-book.sh``, then
+  ``bash scripts/site.sh check``;
 * ``ATTN_EDU_BOOK_ROOT``: the book's source root (default: the repository root);
 * ``ATTN_EDU_CHROMIUM``: the Chromium binary (default ``/usr/bin/chromium``);
 * ``ATTN_EDU_SKIP_BROWSER=1``: skip instead of failing when Chromium or Playwright is
@@ -43,18 +46,14 @@ import functools
 import http.server
 import os
 import re
-import shutil
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from conftest import offline_context  # the session's Chromium is conftest's `browser` fixture
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.pages]
 yaml = pytest.importorskip("yaml")  # the book's build tools; collection needs NumPy only
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,21 +76,9 @@ def _load_yaml(path: Path) -> dict:
 
 def _toc_files() -> list[str]:
     """Every document of ``_toc.yml`` (root first), without extension."""
-    toc = _load_yaml(ROOT / "_toc.yml")
-    files = [toc["root"]]
+    from site_pages import toc_files  # scripts/site_pages.py: the one toc walker
 
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                files.append(entry["file"])
-            walk(entry.get("sections"))
-            walk(entry.get("chapters"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    walk(toc.get("sections"))
-    return [re.sub(r"\.(md|ipynb|rst)$", "", f) for f in files]
+    return toc_files(ROOT)
 
 
 def _repo_config() -> dict:
@@ -112,24 +99,13 @@ PAGES = TOC_PAGES + EXTRA_PAGES
 # --------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="session")
 def built_book() -> Path:
-    """Build the book once per session (or reuse it when ATTN_EDU_BOOK_BUILT=1)."""
-    if os.environ.get("ATTN_EDU_BOOK_BUILT") == "1":
-        if not (HTML / "index.html").is_file():
-            pytest.fail(f"ATTN_EDU_BOOK_BUILT=1 but {HTML / 'index.html'} does not exist")
-        return HTML
-    jb = Path(sys.executable).with_name("jupyter-book")
-    jb_cmd = str(jb) if jb.exists() else shutil.which("jupyter-book")
-    if jb_cmd is None:
-        pytest.fail("jupyter-book is not installed (pip install -r requirements.txt)")
-    cmd = [jb_cmd, "build", str(ROOT), "-W", "-n", "--keep-going", "--all"]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    start = time.time()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        out = (proc.stdout + proc.stderr)[-8000:]
-        pytest.fail(f"book build failed ({' '.join(cmd)}), exit {proc.returncode}:\n{out}")
-    print(f"book built in {time.time() - start:.0f} s")
+    """The built book, when ATTN_EDU_BOOK_BUILT=1 says ``_build/html`` is fresh."""
+    if os.environ.get("ATTN_EDU_BOOK_BUILT") != "1":
+        pytest.skip("checks a built book: the publishing workflow's check step runs them on the "
+                    "suite's one build (tests/test_publish_workflow.py); by hand: "
+                    "bash scripts/build-book.sh && bash scripts/site.sh check")
+    if not (HTML / "index.html").is_file():
+        pytest.fail(f"ATTN_EDU_BOOK_BUILT=1 but {HTML / 'index.html'} does not exist")
     return HTML
 
 

@@ -16,14 +16,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import visible_checks  # noqa: E402  (scripts/visible_checks.py: the one reader of the data)
+import visible_checks  # noqa: E402  (scripts/visible_checks.py, on the path by conftest)
 
 CHAPTERS = visible_checks.chapters()
 BREAKS = [(ch.name[:2], b) for ch in CHAPTERS for b in visible_checks.load(ch).get("breaks", [])]

@@ -14,8 +14,9 @@ Where the stand-in cannot be built (no network to PyPI), the chapters run in thi
 environment's kernel instead, still with triton blocked and ``google.colab`` stood in, so
 "every chapter runs without triton" is always checked.
 
-This is the suite's one run of every chapter (tests/test_notebooks.py checks their structure;
-the book build executes them again, with triton installed): each must finish in under
+This is the suite's one run of every chapter in the stand-in (tests/standin.py executes it
+and keeps the outputs for the other tests that read them; the book build executes the
+chapters once more, with triton installed): each must finish in under
 ``MAX_CHAPTER_S`` seconds. Chapters still known not to run without triton are listed in :data:`NO_TRITON_PENDING`
 and expected to fail (strictly: when one starts to pass, the test says so and the entry
 must go). Slow: about a chapter's run time each, as in tests/test_notebooks.py. Measured on
@@ -29,14 +30,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
 import colab
-from venvs import REPO, jupyter_dirs
+import standin
+from venvs import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.notebooks]
 #: the bar every chapter meets on a 2-core CPU (BOOK.md: "well under two minutes")
@@ -46,88 +45,24 @@ NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 #: chapters that do not yet run without triton: {stem: why}. Remove an entry when it passes.
 NO_TRITON_PENDING: dict = {}
 
-#: run after a chapter, in its kernel: move every enabled control of every explorer
-MOVE_CONTROLS = """\
-import json as _json
-from attn_edu.widgets import explorers as _explorers, check_controls_matter as _check, _options
-_problems, _moved = [], 0
-for _i, _box in enumerate(_explorers()):
-    _st = _box._attn_edu_explorer
-    for _name, _c in _st.controls.items():
-        if getattr(_c, "disabled", False):
-            continue
-        _old, _renders = _c.value, _st.renders
-        _new = [v for v in _options(_c) if v != _old]
-        if not _new:
-            continue
-        _c.value = _new[-1]  # what the handler of a front end's message does
-        _moved += 1
-        _out = _st.output.outputs
-        if _st.renders != _renders + 1:
-            _problems.append(f"explorer {_i} {_name}: moved, but {_st.renders - _renders} recomputes")
-        if any(o.get("output_type") == "error" for o in _out):
-            _problems.append(f"explorer {_i} {_name}={_new[-1]!r}: " + _json.dumps(_out)[-400:])
-        if "computing" in _st.status.value:
-            _problems.append(f"explorer {_i} {_name}: still 'computing…' after the handler returned")
-        _c.value = _old
-    _problems += [f"explorer {_i}: {p}" for p in _check(_box)]
-print(len(_explorers()), "explorers,", _moved, "controls moved")
-assert not _problems, "\\n".join(_problems)
-"""
-
-
-def _kernel_python() -> tuple:
-    """(python, where): the Colab stand-in's, or this environment's when it cannot be built."""
-    python, why = colab.standin_or_reason()
-    if python is None:
-        print(f"the Colab stand-in could not be built ({why[-300:]}); using this environment")
-        return Path(sys.executable), "this environment"
-    return python, "colab stand-in"
-
-
 @pytest.mark.parametrize("path", [
     pytest.param(p, id=p.stem, marks=[pytest.mark.xfail(reason=NO_TRITON_PENDING[p.stem], strict=True)]
                  if p.stem in NO_TRITON_PENDING else []) for p in NOTEBOOKS])
-def test_chapter_runs_in_colab_without_triton_and_its_explorers_respond(path, tmp_path, monkeypatch):
-    import nbformat
-    from nbclient import NotebookClient
-
-    python, where = _kernel_python()
-    dirs = jupyter_dirs(tmp_path / "jupyter")
-    for key, value in dirs.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("PYTHONPATH", raising=False)
-    env = {"PYTHONPATH": str(REPO)} if where == "this environment" else None
-    colab.write_colab_kernelspec(Path(dirs["JUPYTER_PATH"]), python, tmp_path, block=("triton",), env=env)
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
-    with client.setup_kernel():
-        probe = nbformat.v4.new_code_cell(
-            "import sys, importlib.util, ipywidgets, attn_edu\nfrom attn_edu import notebook\n"
-            "print(ipywidgets.__version__, 'google.colab' in sys.modules, importlib.util.find_spec('triton'),"
-            " attn_edu.HAS_TRITON, notebook.in_colab())")
-        nb.cells.insert(0, probe)
-        client.execute_cell(probe, 0)
-        nb.cells.pop(0)
-        seen = probe.outputs[0]["text"].split()
-        assert seen[1:] == ["True", "None", "False", "True"], f"not Colab-like, or triton is there: {seen}"
-        if where == "colab stand-in":
-            assert seen[0] == colab.colab_pins()["ipywidgets"]
-        start = time.perf_counter()
-        for index, cell in enumerate(nb.cells):
-            client.execute_cell(cell, index)
-        run_s = time.perf_counter() - start
-        move = nbformat.v4.new_code_cell(MOVE_CONTROLS)
-        nb.cells.append(move)
-        client.execute_cell(move, len(nb.cells) - 1)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
-    assert not errors
-    report = move.outputs[0]["text"].strip()
-    if re.search(r"\blive_explorer\(", "".join(c.source for c in nb.cells[:-1] if c.cell_type == "code")):
+def test_chapter_runs_in_colab_without_triton_and_its_explorers_respond(path):
+    run = standin.executed(path.stem)   # the suite's one run of the chapter in the stand-in
+    seen, where = run["probe"], run["where"]
+    assert seen[1:] == ["True", "None", "False", "True"], f"not Colab-like, or triton is there: {seen}"
+    if where == "colab stand-in":
+        assert seen[0] == colab.colab_pins()["ipywidgets"]
+    assert not standin.errors(run)
+    assert run["explorer_error"] is None, run["explorer_error"]
+    report = run["report"]
+    code = "".join("".join(c["source"]) for c in run["cells"] if c["cell_type"] == "code")
+    if re.search(r"\blive_explorer\(", code):
         assert int(report.split()[0]) >= 1, "the chapter calls live_explorer but no explorer was made"
-    print(f"{path.name} in the {where}: {run_s:.1f} s; {report}")
-    assert run_s < MAX_CHAPTER_S, f"{path.name} took {run_s:.0f} s; the bar is well under 2 minutes on 2 cores"
+    print(f"{path.name} in the {where}: {run['run_s']:.1f} s; {report}")
+    assert run["run_s"] < MAX_CHAPTER_S, \
+        f"{path.name} took {run['run_s']:.0f} s; the bar is well under 2 minutes on 2 cores"
 
 
 def test_python313_installs_and_runs_the_numpy_side(tmp_path):

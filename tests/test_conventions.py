@@ -6,6 +6,7 @@ The rules themselves are written in the docstring of ``attn_edu/__init__.py``.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -47,8 +48,10 @@ def _import(name: str):
     return importlib.import_module(name)
 
 
+@functools.lru_cache(maxsize=None)
 def _code_only(path: Path) -> str:
-    """The source with comments and docstrings blanked (what runs, not what explains)."""
+    """The source with comments and docstrings blanked (what runs, not what explains);
+    parsed once per file (every rule below searches every file)."""
     tree = ast.parse(path.read_text())
     lines = path.read_text().splitlines()
     for node in ast.walk(tree):

@@ -58,7 +58,7 @@ import pytest
 from conftest import offline_context
 from venvs import REPO, cached_venv, jupyter_dirs, write_kernelspec
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives Chromium
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 OUT = REPO / "_build" / "live-explorers"

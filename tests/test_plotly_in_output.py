@@ -24,7 +24,7 @@ import pytest
 
 from conftest import offline_context
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives Chromium
 
 plotly = pytest.importorskip("plotly")
 ipywidgets = pytest.importorskip("ipywidgets")

@@ -47,7 +47,7 @@ def copy(tmp_path) -> Path:
 def test_the_guard_runs_before_anything_is_built_or_published():
     names = [s.get("name") or s.get("uses") for s in _build_steps()]
     guard = names.index(guard_step()["name"])
-    build = next(i for i, s in enumerate(_build_steps()) if "build-book.sh" in s.get("run", ""))
+    build = next(i for i, s in enumerate(_build_steps()) if "site.sh build" in s.get("run", ""))
     upload = next(i for i, s in enumerate(_build_steps()) if "upload-pages-artifact" in s.get("uses", ""))
     assert guard < build < upload, names
     deploy = yaml.safe_load(WORKFLOW.read_text())["jobs"]["deploy"]
@@ -77,3 +77,28 @@ def test_a_fork_passes_once_repository_url_is_its_own(copy):
 
 def test_the_guard_fails_outside_github_actions(copy):
     assert run_guard(copy, "").returncode != 0
+
+
+def test_the_readmes_fork_walkthrough_runs(tmp_path):
+    """README's "Publish the book", step 1, as a fork's new owner runs it: set repository.url,
+    run the commands of its code block; then every copy names the fork and the workflow's
+    guard passes in the fork."""
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Publish the book", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```bash\n(.*?)```", section, re.S)
+    commands = [line.strip() for line in block.splitlines() if line.strip()]
+    assert commands == ["python3 scripts/set_repo_url.py", "python3 scripts/set_repo_url.py --check"]
+    for rel in ("_config.yml", "README.md", "pyproject.toml", "scripts", "notebooks"):
+        src = REPO / rel
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / rel)
+    config = tmp_path / "_config.yml"
+    config.write_text(config.read_text().replace(f"url: {URL}", "url: https://github.com/new-owner/their-book"))
+    for cmd in commands:
+        proc = subprocess.run(["bash", "-e", "-c", cmd], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, (cmd, proc.stdout + proc.stderr)
+    assert "new-owner/their-book" in (tmp_path / "notebooks" / "01_soft_lookup.ipynb").read_text()
+    assert URL not in (tmp_path / "pyproject.toml").read_text()
+    assert run_guard(tmp_path, "new-owner/their-book").returncode == 0
+    assert "python3 tests/publish.py" in section and (REPO / "tests" / "publish.py").is_file()

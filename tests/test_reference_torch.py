@@ -21,8 +21,8 @@ from attn_edu.testing import (assert_close_to_reference, assert_same_up_to_round
 from conftest import rand, torch_qkv  # noqa: E402
 
 def CUDA(test):
-    """A CUDA-only test: in ``pytest -m gpu`` (``gpu-bench.sh --check``), skipped without a GPU."""
-    return pytest.mark.gpu(pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")(test))
+    """A CUDA-only test: in ``pytest -m cuda`` (``gpu-bench.sh --check``), skipped without a GPU."""
+    return pytest.mark.cuda(pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")(test))
 DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
 NEG_INF = float("-inf")
 

@@ -34,6 +34,9 @@ import venv
 from pathlib import Path
 from typing import Dict, Iterable, Optional, Sequence
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import pyinstall  # noqa: E402  (scripts/pyinstall.py: how the project installs)
+
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("ATTN_EDU_VENV_CACHE", Path(tempfile.gettempdir()) / "attn-edu-venvs"))
 PIP_QUIET = ["--quiet", "--disable-pip-version-check", "--no-input"]
@@ -60,8 +63,8 @@ def make_venv(path: Path, requirements: Sequence[str] = (), with_pip: bool = Tru
         subprocess.run([str(base), "-m", "venv", *([] if with_pip else ["--without-pip"]), str(path)],
                        check=True, capture_output=True)
     python = venv_python(path)
-    if requirements:
-        run_pip(python, "install", *requirements)
+    if requirements:  # uv where it is (seconds), else pip; torch's CPU build without a GPU
+        pyinstall.install(python, requirements, echo=lambda msg: None)
     return python
 
 

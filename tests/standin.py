@@ -1,0 +1,166 @@
+"""Every chapter executed once in the Colab stand-in, for every test that needs its outputs.
+
+:func:`executed` runs a chapter top to bottom in a kernel of the Colab stand-in venv
+(tests/colab.py: Colab's package versions, ``google.colab`` stood in, ``import triton``
+failing), then moves every control of every live explorer in the same kernel and audits
+them (:data:`MOVE_CONTROLS`), and keeps the result on disk (``_build/standin/``) keyed by what
+decides it: the notebook, the attn_edu sources and the stand-in's pins. A second test that
+reads the same chapter in the same run -- on any pytest-xdist worker: a lock makes it wait
+for the first -- gets the outputs without executing the chapter again. So the suite executes
+each chapter once here (without triton) and once in the book build (with triton).
+
+Readers: tests/test_colab_standin.py (every chapter runs, explorers respond, time),
+tests/test_decoding.py (chapter 13's no-triton path), tests/test_gpu_pipeline.py (chapter
+10's). Where the stand-in venv cannot be built (no PyPI), the chapter runs in this test
+environment's kernel instead, still with triton blocked and ``google.colab`` stood in.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import colab
+from venvs import REPO, jupyter_dirs
+
+CACHE = REPO / "_build" / "standin"
+
+#: run after a chapter, in its kernel: move every enabled control of every explorer
+MOVE_CONTROLS = """\
+import json as _json
+from attn_edu.widgets import explorers as _explorers, check_controls_matter as _check, _options
+_problems, _moved = [], 0
+for _i, _box in enumerate(_explorers()):
+    _st = _box._attn_edu_explorer
+    for _name, _c in _st.controls.items():
+        if getattr(_c, "disabled", False):
+            continue
+        _old, _renders = _c.value, _st.renders
+        _new = [v for v in _options(_c) if v != _old]
+        if not _new:
+            continue
+        _c.value = _new[-1]  # what the handler of a front end's message does
+        _moved += 1
+        _out = _st.output.outputs
+        if _st.renders != _renders + 1:
+            _problems.append(f"explorer {_i} {_name}: moved, but {_st.renders - _renders} recomputes")
+        if any(o.get("output_type") == "error" for o in _out):
+            _problems.append(f"explorer {_i} {_name}={_new[-1]!r}: " + _json.dumps(_out)[-400:])
+        if "computing" in _st.status.value:
+            _problems.append(f"explorer {_i} {_name}: still 'computing…' after the handler returned")
+        _c.value = _old
+    _problems += [f"explorer {_i}: {p}" for p in _check(_box)]
+print(len(_explorers()), "explorers,", _moved, "controls moved")
+assert not _problems, "\\n".join(_problems)
+"""
+
+PROBE = ("import sys, importlib.util, ipywidgets, attn_edu\nfrom attn_edu import notebook\n"
+         "print(ipywidgets.__version__, 'google.colab' in sys.modules, importlib.util.find_spec('triton'),"
+         " attn_edu.HAS_TRITON, notebook.in_colab())")
+
+
+def kernel_python() -> tuple:
+    """(python, where): the Colab stand-in's, or this environment's when it cannot be built."""
+    python, why = colab.standin_or_reason()
+    if python is None:
+        print(f"the Colab stand-in could not be built ({why[-300:]}); using this environment")
+        return Path(sys.executable), "this environment"
+    return python, "colab stand-in"
+
+
+def _key(path: Path, where: str) -> str:
+    h = hashlib.sha256()
+    h.update(path.read_bytes())
+    for src in sorted((REPO / "attn_edu").rglob("*")):
+        if src.is_file() and "__pycache__" not in src.parts:
+            h.update(str(src.relative_to(REPO)).encode())
+            h.update(src.read_bytes())
+    h.update(json.dumps([where, colab.standin_requirements(), MOVE_CONTROLS, PROBE]).encode())
+    return h.hexdigest()[:16]
+
+
+def executed(stem: str) -> dict:
+    """Chapter ``stem`` (e.g. ``"13_inference"``) run in the stand-in, once per content:
+    ``{"cells": the executed notebook's cells (nbformat dicts), "probe": what the kernel said
+    it is, "where", "run_s": seconds for the chapter's cells, "report": the explorers' line,
+    "explorer_error": the move/audit error or None}``."""
+    path = REPO / "notebooks" / f"{stem}.ipynb"
+    python, where = kernel_python()
+    key = _key(path, where)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    result = CACHE / f"{stem}-{key}.json"
+    with open(CACHE / f"{stem}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker running this chapter: wait, then read it
+        if result.is_file():
+            return json.loads(result.read_text())
+        data = _run(path, python, where)
+        for stale in CACHE.glob(f"{stem}-*.json"):
+            stale.unlink()
+        result.write_text(json.dumps(data))
+    return data
+
+
+def _run(path: Path, python: Path, where: str) -> dict:
+    import nbformat
+    from nbclient import NotebookClient
+
+    with tempfile.TemporaryDirectory(prefix="attn-edu-standin-") as tmp:
+        tmp = Path(tmp)
+        dirs = jupyter_dirs(tmp / "jupyter")
+        saved = {k: os.environ.get(k) for k in (*dirs, "PYTHONPATH")}
+        os.environ.update(dirs)
+        os.environ.pop("PYTHONPATH", None)
+        try:
+            env = {"PYTHONPATH": str(REPO)} if where == "this environment" else None
+            colab.write_colab_kernelspec(Path(dirs["JUPYTER_PATH"]), python, tmp, block=("triton",), env=env)
+            nb = nbformat.read(path, as_version=4)
+            client = NotebookClient(nb, timeout=300, kernel_name="python3",
+                                    resources={"metadata": {"path": str(path.parent)}})
+            explorer_error = None
+            with client.setup_kernel():
+                probe = nbformat.v4.new_code_cell(PROBE)
+                nb.cells.insert(0, probe)
+                client.execute_cell(probe, 0)
+                nb.cells.pop(0)
+                start = time.perf_counter()
+                for index, cell in enumerate(nb.cells):
+                    client.execute_cell(cell, index)
+                run_s = time.perf_counter() - start
+                move = nbformat.v4.new_code_cell(MOVE_CONTROLS)
+                nb.cells.append(move)
+                try:
+                    client.execute_cell(move, len(nb.cells) - 1)
+                except Exception as err:  # the audit's assert: reported by the test, not here
+                    explorer_error = str(err)[-3000:]
+                nb.cells.pop()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    texts = [o.get("text", "") for o in move.outputs if o.get("output_type") == "stream"]
+    return {"cells": [dict(c) for c in nb.cells], "probe": probe.outputs[0]["text"].split(),
+            "where": where, "run_s": run_s, "report": "".join(texts).strip(),
+            "explorer_error": explorer_error}
+
+
+def text(data: dict) -> str:
+    """Every stream and plain-text output of the executed chapter, in order."""
+    out = []
+    for c in data["cells"]:
+        for o in c.get("outputs", []):
+            if o.get("output_type") == "stream":
+                out.append(o.get("text", ""))
+            elif "data" in o and "text/plain" in o["data"]:
+                out.append(o["data"]["text/plain"])
+    return "\n".join(out)
+
+
+def errors(data: dict) -> list:
+    return [o for c in data["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]

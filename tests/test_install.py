@@ -1,0 +1,70 @@
+"""How the project installs (scripts/pyinstall.py, used by scripts/setup-env.sh and the test
+venvs): uv when there, and torch's CPU build where there is no NVIDIA GPU -- PyPI's Linux
+torch is the CUDA build, several GB -- unless a local wheel or an index is configured."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import pyinstall
+from venvs import REPO
+
+
+@pytest.fixture
+def no_local_torch(monkeypatch):
+    monkeypatch.delenv("ATTN_EDU_TORCH_INDEX", raising=False)
+    monkeypatch.setattr(pyinstall, "local_wheel", lambda name, links: None)
+
+
+def test_without_a_gpu_torch_comes_from_pytorchs_cpu_index(no_local_torch, monkeypatch):
+    monkeypatch.setattr(pyinstall, "has_nvidia_gpu", lambda: False)
+    index, message = pyinstall.torch_plan([])
+    assert index == "https://download.pytorch.org/whl/cpu" and "CPU build" in message and "190 MB" in message
+
+
+def test_with_a_gpu_torch_comes_from_pypi_and_says_how_large(no_local_torch, monkeypatch):
+    monkeypatch.setattr(pyinstall, "has_nvidia_gpu", lambda: True)
+    index, message = pyinstall.torch_plan([])
+    assert index is None and "CUDA build" in message and "GB" in message
+
+
+def test_a_local_wheel_or_a_named_index_wins(tmp_path, monkeypatch):
+    monkeypatch.delenv("ATTN_EDU_TORCH_INDEX", raising=False)
+    monkeypatch.setattr(pyinstall, "has_nvidia_gpu", lambda: False)
+    (tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    index, message = pyinstall.torch_plan([str(tmp_path)])
+    assert index is None and "local wheel torch-2.13.0+cpu" in message
+    monkeypatch.setenv("ATTN_EDU_TORCH_INDEX", "https://example.org/simple")
+    assert pyinstall.torch_plan([str(tmp_path)])[0] == "https://example.org/simple"
+    monkeypatch.setenv("ATTN_EDU_TORCH_INDEX", "pypi")
+    assert pyinstall.torch_plan([])[0] is None
+
+
+def test_torch_is_installed_alone_from_its_index_first(no_local_torch, monkeypatch, tmp_path):
+    monkeypatch.setattr(pyinstall, "has_nvidia_gpu", lambda: False)
+    monkeypatch.setattr(pyinstall, "find_links", lambda: [])
+    monkeypatch.setattr(pyinstall, "uv_binary", lambda: "/bin/uv")
+    calls = []
+    monkeypatch.setattr(pyinstall, "_run", calls.append)
+    req = tmp_path / "requirements.txt"
+    req.write_text("# a comment\ntorch==2.13.0  # pinned\nnumpy>=1.24\ntorchvision==0.28\n")
+    pyinstall.install(REPO / ".venv" / "bin" / "python", requirement_files=[req], echo=lambda m: None)
+    first, second = calls
+    assert first[-3:] == ["--index-url", pyinstall.CPU_INDEX, "torch==2.13.0"]  # torchvision is not torch
+    assert second[-3:] == ["torch==2.13.0", "numpy>=1.24", "torchvision==0.28"] and "--index-url" not in second
+
+
+def test_setup_env_installs_with_this_script():
+    text = (REPO / "scripts" / "setup-env.sh").read_text()
+    assert "scripts/pyinstall.py" in text and "-r \"$ROOT/requirements.txt\"" in text
+    assert "uv" in (REPO / "requirements.txt").read_text()
+
+
+def test_the_cli_reports_a_failing_install(tmp_path):
+    """A requirement that cannot resolve: exit 1 with the installer's words, not a traceback."""
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "pyinstall.py"), "--python", sys.executable,
+                           "attn-edu-no-such-package-here==0.0.1"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "attn-edu-no-such-package-here" in proc.stderr

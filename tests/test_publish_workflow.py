@@ -1,0 +1,120 @@
+"""The publishing workflow works on a runner: its build job, run as written.
+
+``.github/workflows/book.yml`` is the only way the book reaches readers, so the suite runs
+its build job's steps in order in a fresh checkout of this working tree (tests/publish.py:
+``run:`` steps in bash with a runner's variables, a stand-in for each ``uses:`` step). That
+run is the suite's one build of the book: its check step, ``bash scripts/site.sh check``,
+runs every page check of tests/test_book_browser.py on it, and its last stand-in checks the
+folder Pages would publish holds every page. The job must pass, and it must fail where a
+runner would: without the axe-core install, at the check step.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+import publish
+
+yaml = pytest.importorskip("yaml")
+# the job's run is one module fixture: its tests stay on one worker (pytest -n, --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("publish")
+
+
+def _steps(workflow: dict) -> list:
+    return workflow["jobs"]["build"]["steps"]
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """The build job of book.yml as it is, run in a fresh checkout (builds the book: minutes)."""
+    checkout = publish.fresh_checkout(tmp_path_factory.mktemp("publish") / "repo")
+    return publish.run_job(checkout=checkout, echo=True)
+
+
+@pytest.mark.publish
+@pytest.mark.slow
+def test_the_build_job_passes_as_written_and_checks_every_page(published):
+    assert published.ok, published.report()
+    ran = [s for s in published.steps if not s.skipped]
+    assert len(ran) == len(_steps(publish.load_workflow())), published.report()
+    check = next(s for s in published.steps if "site.sh check" in s.output or "Check every page" in s.name)
+    summary = check.output.strip().splitlines()[-1]
+    passed = int(re.search(r"(\d+) passed", summary).group(1))
+    assert "failed" not in summary and "skipped" not in summary and "error" not in summary, summary
+    from site_pages import toc_files
+
+    assert passed >= len(toc_files(published.checkout)), summary  # at least one check per page
+    assert (published.checkout / "_build" / "html" / "index.html").is_file()
+
+
+@pytest.mark.publish
+@pytest.mark.slow
+def test_without_the_axe_install_the_check_step_fails(published):
+    """The workflow with its axe-core step removed fails at the check step, as on a runner
+    (where nothing else installs it). Re-runs the other steps on the same checkout; the build
+    step is stood in by the build already there."""
+    assert published.ok, "the unmodified job must pass first"
+    workflow = publish.load_workflow()
+    workflow["jobs"]["build"]["steps"] = [s for s in _steps(workflow) if "site.sh axe" not in s.get("run", "")]
+    axe = published.checkout / ".web-tools" / "axe"
+    hidden = axe.with_name("axe.hidden")
+    axe.rename(hidden)
+    try:
+        res = publish.run_job(workflow, checkout=published.checkout, skip_build_from=published.checkout)
+    finally:
+        shutil.rmtree(axe, ignore_errors=True)
+        hidden.rename(axe)
+    bad = res.failed()
+    assert bad is not None and "Check every page" in bad.name, res.report()
+    assert "axe-core is missing" in bad.output, bad.output[-2000:]
+
+
+# --- the runner stand-in itself (fast: tiny workflows in a folder with a _config.yml) ----------
+@pytest.fixture
+def folder(tmp_path):
+    shutil.copy(publish.REPO / "_config.yml", tmp_path / "_config.yml")
+    return tmp_path
+
+
+def _job(*steps) -> dict:
+    return {"jobs": {"build": {"steps": list(steps)}}}
+
+
+def test_a_failing_step_stops_the_job_but_always_steps_run(folder):
+    res = publish.run_job(_job({"run": "exit 3"}, {"run": "echo later"},
+                               {"name": "screenshots", "if": "always()", "run": "echo kept"}), checkout=folder)
+    assert [s.returncode for s in res.steps] == [3, 0, 0]
+    assert res.steps[1].skipped and not res.steps[2].skipped and "kept" in res.steps[2].output
+    assert not res.ok
+
+
+def test_runner_variables_and_env_files_reach_later_steps(folder):
+    res = publish.run_job(_job(
+        {"run": 'echo "FOO=bar" >> "$GITHUB_ENV"; echo /opt/stand-in/bin >> "$GITHUB_PATH"'},
+        {"run": 'test "$FOO" = bar; case ":$PATH:" in *:/opt/stand-in/bin:*) ;; *) exit 9 ;; esac'},
+        {"run": 'test "$GITHUB_ACTIONS" = true && test "$CI" = true && test -n "$GITHUB_REPOSITORY"'
+                ' && test "$GITHUB_WORKSPACE" = "$PWD"'},
+        {"run": "false | true"},                      # bash -e without pipefail: passes
+        {"shell": "bash", "run": "false | true"}),    # shell: bash adds pipefail: fails
+        checkout=folder)
+    assert [s.returncode for s in res.steps] == [0, 0, 0, 0, 1], res.report()
+
+
+def test_an_action_with_no_stand_in_or_the_wrong_python_fails(folder):
+    res = publish.run_job(_job({"uses": "someone/new-action@v1"}), checkout=folder)
+    assert not res.ok and "no stand-in" in res.steps[0].output
+    res = publish.run_job(_job({"uses": "actions/setup-python@v5", "with": {"python-version": "2.7"}}),
+                          checkout=folder)
+    assert not res.ok and "Python 2.7" in res.steps[0].output
+
+
+def test_the_pages_stand_in_wants_every_page_of_the_toc(folder):
+    shutil.copy(publish.REPO / "_toc.yml", folder / "_toc.yml")
+    html = folder / "site"
+    html.mkdir()
+    (html / "index.html").write_text("<html></html>")
+    res = publish.run_job(_job({"uses": "actions/upload-pages-artifact@v3", "with": {"path": "site"}}),
+                          checkout=folder)
+    assert not res.ok and "notebooks/01_soft_lookup.html" in res.steps[0].output
