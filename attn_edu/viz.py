@@ -283,7 +283,7 @@ def soft_lookup(query: object, keys: object, values: object, scale: float = 1.0,
     Left, key space ("where to look"): keys as grey arrows, the query as a red one. Right,
     value space ("what you get"): the values, their convex hull (shaded), their mean (x) and
     the output (red star), which never leaves the hull. Marker areas grow with the weights
-    ``softmax(scale * keys @ query)`` (:func:`attn_edu.scaled_dot_product_attention`).
+    ``softmax(scale * keys @ query)`` (:func:`attn_edu.reference.scaled_dot_product_attention`).
     Returns the matplotlib ``Figure``.
 
     Args:
