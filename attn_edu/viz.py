@@ -5,6 +5,8 @@ Chapters import these instead of repeating plot code (one home per figure type):
 * :func:`heatmap` -- one (L_q, L_k) weight matrix, axes "key" (x) / "query" (y);
 * :func:`heatmap_grid` -- rows x cols of matrices (heads, layers, scales) with one shared
   colour bar, so colours mean the same number in every panel;
+* :func:`soft_lookup` -- one query's soft lookup in a 2-D dictionary: key space and value
+  space side by side, markers sized by the weights (chapter 01's first figure);
 * :func:`slider_figure` / :func:`sweep_figure` -- a plotly figure whose slider steps
   through *precomputed* frames. It keeps working on the static, rendered book page,
   where no kernel runs; the ipywidgets twin that recomputes live is in
@@ -24,7 +26,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 from ._checks import is_torch_tensor
 
-__all__ = ["heatmap", "heatmap_grid", "slider_figure", "sweep_figure"]
+__all__ = ["heatmap", "heatmap_grid", "soft_lookup", "slider_figure", "sweep_figure"]
 
 Labels = Optional[Sequence[Any]]
 
@@ -272,6 +274,65 @@ def heatmap_grid(
         cb.set_label(colorbar_label)
     if suptitle is not None:
         fig.suptitle(suptitle)
+    return fig
+
+def soft_lookup(query: object, keys: object, values: object, scale: float = 1.0,
+                key_names: Labels = None):
+    """Draw the soft lookup of one query in a dictionary of 2-D keys and 2-D values.
+
+    Left, key space ("where to look"): keys as grey arrows, the query as a red one. Right,
+    value space ("what you get"): the values, their convex hull (shaded), their mean (x) and
+    the output (red star), which never leaves the hull. Marker areas grow with the weights
+    ``softmax(scale * keys @ query)`` (:func:`attn_edu.reference.scaled_dot_product_attention`).
+    Returns the matplotlib ``Figure``.
+
+    Args:
+        query: shape (2,); keys: (L_k, 2); values: (L_k, 2), one value per key.
+        scale: the scale s (inverse temperature) of the scores.
+        key_names: one label per key (default ``k0, k1, ...``), written with its weight.
+
+    Raises ValueError for other shapes. Chapter 01 draws its toy dictionary with it.
+    """
+    q, k, v = (_to_numpy(n, x) for n, x in (("query", query), ("keys", keys), ("values", values)))
+    if q.shape != (2,) or k.shape != v.shape or k.ndim != 2 or k.shape[1] != 2 or len(k) == 0:
+        raise ValueError(f"soft_lookup needs query (2,), keys and values (L_k, 2), L_k >= 1; "
+                         f"got query {q.shape}, keys {k.shape}, values {v.shape}")
+    names = _check_labels("key_names", key_names, k.shape[0]) or [f"k{j}" for j in range(k.shape[0])]
+    from .reference import scaled_dot_product_attention
+
+    out, w = (a[0] for a in scaled_dot_product_attention(q[None], k, v, scale=scale,
+                                                          return_weights=True))  # (2,), (L_k,)
+    import matplotlib.pyplot as plt
+    fig, (ax_k, ax_v) = plt.subplots(1, 2, figsize=(10, 5.4), layout="constrained")
+    size = 30 + 1500 * w                         # marker areas grow with the weights
+    gap = 6 + np.sqrt(size / np.pi)              # labels just outside the markers
+    ax_k.scatter(*k.T, s=size, alpha=0.6, label="keys (area ∝ weight)")
+    for j, kj in enumerate(k):
+        ax_k.annotate("", xy=kj, xytext=(0, 0), arrowprops=dict(arrowstyle="-|>", color="0.5"))
+        ax_k.annotate(f"{names[j]}\nw = {w[j]:.3f}", kj, xytext=kj / max(np.hypot(*kj), 1e-12) * (gap[j] + 14),
+                      textcoords="offset points", ha="center", va="center", fontsize=9)
+    ax_k.annotate("", xy=q, xytext=(0, 0), arrowprops=dict(arrowstyle="-|>", color="tab:red", lw=2))
+    ax_k.plot(*q, "o", color="tab:red", label=f"query q = ({q[0]:g}, {q[1]:g})")
+    lim = max(2 * np.abs(k).max(), np.abs(q).max()) + 0.6
+    ax_k.set(xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", xlabel="key dim 0",
+             ylabel="key dim 1", title="key space: where to look")
+    u = np.linspace(0, 2 * np.pi, 720, endpoint=False)              # 720 directions, in order
+    best = (v @ np.stack([np.cos(u), np.sin(u)])).argmax(0)           # furthest value along each
+    hull = v[best[np.sort(np.unique(best, return_index=True)[1])]]   # the hull's corners, in turn
+    ax_v.fill(*hull.T, color="tab:green", alpha=0.12, label="convex hull of the values")
+    ax_v.scatter(*v.T, s=size, color="tab:green", alpha=0.6, label="values (area ∝ weight)")
+    for j, vj in enumerate(v):
+        ax_v.annotate(f"v{j}", vj, xytext=(0, gap[j]), ha="center", textcoords="offset points", fontsize=9)
+    ax_v.plot(*v.mean(0), "x", color="0.3", ms=9, label="mean of the values")
+    ax_v.plot(*out, "*", color="tab:red", ms=16, label=f"output ({out[0]:.2f}, {out[1]:.2f})")
+    ax_v.set(xlim=(v[:, 0].min() - 0.7, v[:, 0].max() + 0.9), aspect="equal",
+             ylim=(v[:, 1].min() - 0.7, v[:, 1].max() + 0.9), xlabel="value dim 0",
+             ylabel="value dim 1", title="value space: what you get")
+    for ax in (ax_k, ax_v):
+        leg = ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8)
+        for handle in (h for h in leg.legend_handles if hasattr(h, "set_sizes")):
+            handle.set_sizes([40])                # legend markers at one small size
+    fig.suptitle(f"Soft lookup with scale s = {scale:.3g}")
     return fig
 
 

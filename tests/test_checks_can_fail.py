@@ -125,56 +125,6 @@ def test_a_broken_central_idea_fires_its_check(chapter, b):
         run_break(chapter, b, broken=True)
 
 
-
-
-@functools.lru_cache(maxsize=None)
-def chapter_until(chapter: str, until: str):
-    """Run the chapter's code cells in one namespace up to (not including) the cell that
-    contains ``until``; return that namespace and the cell's source."""
-    cells = _code_cells(chapter)
-    for k, (cid, src) in enumerate(cells):
-        if until in src:
-            return _namespace(chapter, tuple(i for i, _ in cells[:k])), src
-    raise ValueError(f"no code cell of chapter {chapter} contains {until!r}")
-
-
-def run_check(chapter: str, until: str, replace: dict = None) -> dict:
-    """Run the cell containing ``until`` after the cells before it, with ``replace``
-    (text of the cell -> what it becomes) applied; return the namespace."""
-    before, src = chapter_until(chapter, until)
-    ns = dict(before)                      # each run starts from the same state
-    for old, new in (replace or {}).items():
-        if src.count(old) != 1:       # not an AssertionError: that is what the tests expect
-            raise ValueError(f"{old!r} is not in the cell once")
-        src = src.replace(old, new)
-    exec(compile(src, f"chapter {chapter}", "exec"), ns)
-    return ns
-
-
-# chapter 04, position interpolation: s*L tokens at positions t/s
-PI_CELL = "pos_pi = np.arange(s * L) / s"
-PI_RANGE_CHECK = "assert pos_pi.max() < L"
-
-
-@pytest.mark.slow
-def test_ch04_position_interpolation_check_holds():
-    ns = run_check("04", PI_CELL)
-    assert ns["S_pi"].shape == (ns["s"] * ns["L"],) * 2      # it ran s*L tokens
-
-
-@pytest.mark.parametrize("broken", ["np.arange(s * L) * 1.0",          # no interpolation
-                                    "np.arange(s * L) / (s / 2)"],      # the wrong factor
-                         ids=["not-interpolated", "wrong-factor"])
-@pytest.mark.slow
-def test_ch04_position_interpolation_check_fails_when_interpolation_is_broken(broken):
-    # the score comparison alone must catch it (the range check is taken out)
-    with pytest.raises(AssertionError):
-        run_check("04", PI_CELL, {"np.arange(s * L) / s": broken, PI_RANGE_CHECK: "pass"})
-    # and the range check alone too
-    with pytest.raises(AssertionError):
-        run_check("04", PI_CELL, {"np.arange(s * L) / s": broken})
-
-
 # the NumPy reference in a low dtype T against the float64 gold answer (tests/test_reference.py)
 def test_reference_dtype_check_fails_on_a_broken_reference():
     """The check holds for the reference and fires for one whose scale is rounded to

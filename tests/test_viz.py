@@ -142,6 +142,47 @@ def test_heatmap_grid_rejects_bad_input():
         viz.heatmap_grid(np.zeros((2, 3)))
 
 
+# ------------------------------------------------------------------------ soft_lookup
+def _toy_dictionary():
+    keys = np.array([[1.0, 0], [0, 1], [-1, 0], [0, -1]])      # E, N, W, S
+    values = np.array([[1.0, 0], [3, 1], [2, 3], [0, 2]])
+    return np.array([2.0, 1.0]), keys, values
+
+
+@pytest.mark.parametrize("scale", [0.5, 1.0, 4.0])
+def test_soft_lookup_sizes_markers_by_the_weights_and_puts_the_output_in_the_hull(scale):
+    q, keys, values = _toy_dictionary()
+    w = np.exp(scale * keys @ q)
+    w /= w.sum()                                  # the weights, by hand
+    fig = viz.soft_lookup(q, keys, values, scale=scale, key_names=list("ENWS"))
+    ax_k, ax_v = fig.axes
+    assert fig._suptitle.get_text() == f"Soft lookup with scale s = {scale:.3g}"
+    for ax in (ax_k, ax_v):                       # marker areas grow with the weights
+        np.testing.assert_allclose(ax.collections[-1].get_sizes(), 30 + 1500 * w)
+    star = next(l for l in ax_v.get_lines() if l.get_marker() == "*")
+    np.testing.assert_allclose(np.ravel(star.get_data()), w @ values)   # the output
+    hull = ax_v.patches[0].get_xy()[:-1]          # the shaded hull: the four values, in turn
+    assert sorted(map(tuple, hull)) == sorted(map(tuple, values))
+    labels = [t.get_text() for t in ax_k.texts if t.get_text()]
+    assert labels == [f"{n}\nw = {x:.3f}" for n, x in zip("ENWS", w)]
+
+
+def test_soft_lookup_hull_leaves_out_a_value_inside_it():
+    q, keys, values = _toy_dictionary()
+    keys, values = np.vstack([keys, [1, 1]]), np.vstack([values, values.mean(0)])
+    fig = viz.soft_lookup(q, keys, values)
+    assert len(fig.axes[1].patches[0].get_xy()) == 4 + 1   # 4 corners, closed
+
+
+@pytest.mark.parametrize("args", [(np.zeros(3), np.zeros((4, 2)), np.zeros((4, 2))),
+                                  (np.zeros(2), np.zeros((4, 3)), np.zeros((4, 3))),
+                                  (np.zeros(2), np.zeros((4, 2)), np.zeros((5, 2))),
+                                  (np.zeros(2), np.zeros((0, 2)), np.zeros((0, 2)))])
+def test_soft_lookup_rejects_shapes_it_cannot_draw(args):
+    with pytest.raises(ValueError, match="soft_lookup needs"):
+        viz.soft_lookup(*args)
+
+
 # ----------------------------------------------------------------------- sweep_figure
 def _bar_traces(scale: float):
     scores = np.array([2.0, 1.0, -2.0, -1.0])
