@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""The Chinese edition's chapters: twins of the English ones that cannot drift.
+
+``notebooks/zh/NN_name.ipynb`` is chapter ``notebooks/NN_name.ipynb`` in Simplified Chinese:
+the same cells in the same order, each code cell byte for byte the English one (so the book
+build renders it from the English execution, jupyter-cache keying on code), each markdown cell
+translated. Every zh cell records the English cell it translates in its metadata::
+
+    "attn_edu": {"en": "<English cell id>", "en_sha": "<first 12 hex of sha256(English source)>"}
+
+so an English cell edited after its translation is found (stale), as is a cell added or
+removed on one side only.
+
+    python scripts/zh.py new NN          # start a twin: code copied, markdown copied (to translate), stamped
+    python scripts/zh.py sync NN         # after editing an English chapter: code cells copied again,
+                                         # new English cells inserted (English text, to translate)
+    python scripts/zh.py stamp NN CELL   # after translating the change of English cell CELL: record its sha
+    python scripts/zh.py check [NN ...]  # exit 1 and name every drifted cell (what tests/test_zh.py runs)
+
+``check`` compares, cell by cell: ids, types and order; code (identical); the English sha
+(stale translations); and in markdown the things a translation must keep: math
+(``$...$``, ``$$...$$``, ``\\begin{...}``), link targets, cross-references (``{ref}``,
+``{doc}``, ``{numref}``, ``{eq}``), citations (``{cite}``), labels (``(name)=``), directives
+and dropdowns (``:::{admonition}``, ``:class: dropdown``, ``:::``, code fences), and headings'
+levels.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EN = ROOT / "notebooks"
+ZH = ROOT / "notebooks" / "zh"
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def source(cell: dict) -> str:
+    s = cell["source"]
+    return "".join(s) if isinstance(s, list) else s
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def save(path: Path, nb: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def english(chapter: str) -> Path:
+    (path,) = EN.glob(f"{chapter}_*.ipynb") if len(chapter) == 2 else [EN / f"{chapter}.ipynb"]
+    return path
+
+
+def twin(en_path: Path) -> Path:
+    return ZH / en_path.name
+
+
+def _stamp(zh_cell: dict, en_cell: dict) -> None:
+    zh_cell.setdefault("metadata", {})["attn_edu"] = {"en": en_cell["id"], "en_sha": sha(source(en_cell))}
+
+
+def new(chapter: str) -> Path:
+    en_path = english(chapter)
+    out = twin(en_path)
+    if out.exists():
+        raise SystemExit(f"{out} exists: use sync")
+    nb = load(en_path)
+    for cell in nb["cells"]:
+        _stamp(cell, cell)
+    save(out, nb)
+    return out
+
+
+def sync(chapter: str) -> list:
+    """Copy the English code cells into the twin again and insert English cells the twin
+    lacks (English text, to translate); drop twin cells whose English cell is gone. Returns
+    what changed. Markdown already translated is kept (check says which ones are stale)."""
+    en_path = english(chapter)
+    en, zh = load(en_path), load(twin(en_path))
+    by_id = {c["metadata"].get("attn_edu", {}).get("en"): c for c in zh["cells"]}
+    cells, notes = [], []
+    for e in en["cells"]:
+        z = by_id.get(e["id"])
+        if z is None:
+            z = json.loads(json.dumps(e))
+            _stamp(z, e)
+            notes.append(f"inserted {e['id']} (to translate)")
+        elif e["cell_type"] == "code":
+            if source(z) != source(e) or z.get("metadata", {}).get("tags") != e.get("metadata", {}).get("tags"):
+                notes.append(f"code {e['id']} copied")
+            z = json.loads(json.dumps(e))
+            _stamp(z, e)
+        cells.append(z)
+    gone = set(by_id) - {e["id"] for e in en["cells"]}
+    notes += [f"removed {g}" for g in sorted(filter(None, gone))]
+    zh["cells"] = cells
+    save(twin(en_path), zh)
+    return notes
+
+
+def stamp(chapter: str, cell_id: str) -> None:
+    en_path = english(chapter)
+    en, zh = load(en_path), load(twin(en_path))
+    (e,) = [c for c in en["cells"] if c["id"] == cell_id]
+    (z,) = [c for c in zh["cells"] if c["metadata"].get("attn_edu", {}).get("en") == cell_id]
+    _stamp(z, e)
+    save(twin(en_path), zh)
+
+
+# --------------------------------------------------------------------------- what must match
+_MATH = re.compile(r"\$\$.*?\$\$|(?<![\\$])\$(?!\$)(?:[^$\\]|\\.)+?\$|\\begin\{(\w+\*?)\}.*?\\end\{\1\}", re.S)
+_LINK = re.compile(r"\]\(([^)\s]+)\)|<(https?://[^>\s]+)>")
+_ROLE = re.compile(r"\{(ref|doc|numref|eq|cite|cite:p|cite:t)\}`([^`]*)`")
+_LABEL = re.compile(r"^\(([\w-]+)\)=\s*$", re.M)
+
+
+def _structure(text: str) -> list:
+    """Directive and dropdown lines, fences, headings' levels: the skeleton a translation keeps."""
+    out = []
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith((":::", "```")) or s.startswith(":class:") or s.startswith(":label:"):
+            out.append(s if not s.startswith(":::{") else s.split("}", 1)[0] + "}")
+        elif re.match(r"#{1,6} ", s):
+            out.append(s.split(" ", 1)[0])
+    return out
+
+
+def _roles(text: str) -> list:
+    # a {term} role may name the English or the Chinese entry; other roles must match
+    return sorted(_ROLE.findall(text))
+
+
+def markdown_keeps(en_text: str, zh_text: str) -> list:
+    """What a translated markdown cell lost or changed (empty: nothing)."""
+    problems = []
+    for what, get in (("math", lambda t: sorted(m.group(0) for m in _MATH.finditer(t))),
+                      ("links", lambda t: sorted(a or b for a, b in _LINK.findall(t))),
+                      ("cross-references and citations", _roles),
+                      ("labels", lambda t: sorted(_LABEL.findall(t))),
+                      ("structure (directives, dropdowns, fences, headings)", _structure)):
+        a, b = get(en_text), get(zh_text)
+        if a != b:
+            only_en = [x for x in a if x not in b][:3]
+            only_zh = [x for x in b if x not in a][:3]
+            problems.append(f"{what} differ: English has {only_en or a[:3]}, Chinese {only_zh or b[:3]}")
+    return problems
+
+
+def check_chapter(en_path: Path) -> list:
+    """Every drift between an English chapter and its Chinese twin, as messages naming cells."""
+    zh_path = twin(en_path)
+    if not zh_path.exists():
+        return [f"{en_path.name}: no Chinese twin {zh_path.relative_to(ROOT)}"]
+    en, zh = load(en_path), load(zh_path)
+    problems = []
+    en_ids = [c["id"] for c in en["cells"]]
+    zh_ids = [c.get("metadata", {}).get("attn_edu", {}).get("en") for c in zh["cells"]]
+    if en_ids != zh_ids:
+        missing = [i for i in en_ids if i not in zh_ids]
+        extra = [i for i in zh_ids if i not in en_ids]
+        problems.append(f"{zh_path.name}: cells differ from the English chapter's "
+                        f"(only in English: {missing}; only in Chinese: {extra}; or the order): "
+                        "python scripts/zh.py sync " + en_path.name[:2])
+        return problems
+    for e, z in zip(en["cells"], zh["cells"]):
+        where = f"{zh_path.name} cell {e['id']}"
+        if e["cell_type"] != z["cell_type"]:
+            problems.append(f"{where}: {z['cell_type']} where English has {e['cell_type']}")
+            continue
+        if e["cell_type"] == "code":
+            if source(e) != source(z):
+                problems.append(f"{where}: code differs from the English cell (python scripts/zh.py sync)")
+            if e.get("metadata", {}).get("tags") != z.get("metadata", {}).get("tags"):
+                problems.append(f"{where}: tags differ from the English cell's")
+            continue
+        if z["metadata"]["attn_edu"].get("en_sha") != sha(source(e)):
+            problems.append(f"{where}: stale: the English cell changed after it was translated "
+                            f"(translate the change, then python scripts/zh.py stamp {en_path.name[:2]} {e['id']})")
+        problems += [f"{where}: {p}" for p in markdown_keeps(source(e), source(z))]
+    return problems
+
+
+def check(chapters: list) -> list:
+    paths = [english(c) for c in chapters] if chapters else sorted(EN.glob("[0-9][0-9]_*.ipynb"))
+    orphans = [] if chapters else [f"{p.name}: no English chapter" for p in sorted(ZH.glob("*.ipynb"))
+                                   if not (EN / p.name).exists()]
+    return [p for path in paths for p in check_chapter(path)] + orphans
+
+
+def main(argv: list) -> int:
+    if not argv:
+        print(__doc__)
+        return 2
+    cmd, args = argv[0], argv[1:]
+    if cmd == "new":
+        print(new(args[0]))
+    elif cmd == "sync":
+        print("\n".join(sync(args[0])) or "nothing to sync")
+    elif cmd == "stamp":
+        stamp(args[0], args[1])
+    elif cmd == "check":
+        problems = check(args)
+        print("\n".join(problems) or "the Chinese chapters match the English ones")
+        return 1 if problems else 0
+    else:
+        print(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
