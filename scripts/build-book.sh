@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the book: the README's "build the book" command.
 #
-#   bash scripts/build-book.sh           # build (re-reads every page, executes every notebook)
+#   bash scripts/build-book.sh           # build (re-reads every page, executes every notebook once;
+#                                        # the Chinese edition under _build/html/zh/ reuses the outputs)
 #   bash scripts/build-book.sh --clean   # also remove _build/html, _build/jupyter_execute and
 #                                        # the Sphinx environment first
 #
@@ -37,8 +38,8 @@ JB="$VENV/bin/jupyter-book"
 [[ -n "$JB" ]] || { echo "jupyter-book not found; run without ATTN_EDU_SKIP_INSTALL" >&2; exit 1; }
 
 if [[ "$clean" == 1 ]]; then
-  echo "==> removing _build/html, _build/jupyter_execute, _build/.doctrees"
-  rm -rf _build/html _build/jupyter_execute _build/.doctrees
+  echo "==> removing _build/html, _build/jupyter_execute, _build/.doctrees, _build/zh-src"
+  rm -rf _build/html _build/jupyter_execute _build/.doctrees _build/zh-src
 fi
 
 # The kernels that execute the notebooks must import the package from this checkout.
@@ -57,4 +58,22 @@ if [[ $status -ne 0 ]]; then
   echo "==> book build FAILED (exit $status) after ${elapsed}s: see the warnings / notebook errors above" >&2
   exit "$status"
 fi
-echo "==> book built in ${elapsed}s: open $ROOT/_build/html/index.html"
+echo "==> English edition built in ${elapsed}s"
+
+# The Chinese edition, under _build/html/zh/: its chapters carry the outputs of the English
+# build above (scripts/zh.py site), so nothing is executed a second time.
+zh_start=$(date +%s)
+"$VENV/bin/python" scripts/zh.py site >/dev/null
+echo "==> jupyter-book build _build/zh-src -W -n --keep-going --all   (the Chinese edition)"
+set +e
+"$JB" build _build/zh-src -W -n --keep-going --all
+status=$?
+set -e
+if [[ $status -ne 0 ]]; then
+  echo "==> Chinese edition build FAILED (exit $status): see the warnings above" >&2
+  exit "$status"
+fi
+rm -rf _build/html/zh
+mv _build/zh-src/_build/html _build/html/zh
+zh_elapsed=$(( $(date +%s) - zh_start ))
+echo "==> book built: English ${elapsed}s, Chinese ${zh_elapsed}s; open $ROOT/_build/html/index.html"

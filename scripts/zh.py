@@ -16,6 +16,8 @@ removed on one side only.
                                          # new English cells inserted (English text, to translate)
     python scripts/zh.py stamp NN CELL   # after translating the change of English cell CELL: record its sha
     python scripts/zh.py check [NN ...]  # exit 1 and name every drifted cell (what tests/test_zh.py runs)
+    python scripts/zh.py site            # after the English build: _build/zh-src, the Chinese book's
+                                         # sources, every chapter carrying the English build's outputs
 
 ``check`` compares, cell by cell: ids, types and order; code (identical); the English sha
 (stale translations); and in markdown the things a translation must keep: math
@@ -197,6 +199,90 @@ def check(chapters: list) -> list:
     return [p for path in paths for p in check_chapter(path)] + orphans
 
 
+# --------------------------------------------------------------------------- the Chinese site
+ZH_BOOK = ROOT / "book" / "zh"
+SRC = ROOT / "_build" / "zh-src"
+EXECUTED = ROOT / "_build" / "jupyter_execute" / "notebooks"
+#: the table of contents' captions and the titles _toc.yml sets, in Chinese
+TOC_WORDS = {"Front matter": "前言", "Foundations": "基础", "Building blocks": "构件",
+             "Efficient attention": "高效的注意力", "Attention at scale": "大规模的注意力",
+             "Back matter": "附录", "Why divide by √d_k": "为什么除以 √d_k"}
+
+
+def page_sha(path: Path) -> str:
+    return sha(Path(path).read_text(encoding="utf-8"))
+
+
+def with_outputs(zh_nb: dict, executed: dict, name: str) -> dict:
+    """The Chinese chapter with the English build's outputs in its code cells (matched by the
+    English cell id; the code must be the same: the Chinese book executes nothing)."""
+    out = {c["id"]: c for c in executed["cells"]}
+    nb = json.loads(json.dumps(zh_nb))
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        en = out.get(cell["metadata"]["attn_edu"]["en"])
+        if en is None or source(en) != source(cell):
+            raise SystemExit(f"{name}: code cell {cell['metadata']['attn_edu']['en']} differs from the English "
+                             "build's: python scripts/zh.py sync, then build again")
+        cell["outputs"], cell["execution_count"] = en.get("outputs", []), en.get("execution_count")
+    nb["metadata"] = executed.get("metadata", nb["metadata"])
+    return nb
+
+
+def site() -> Path:
+    """``_build/zh-src``: the Chinese book's sources for jupyter-book, made from the English
+    build. Chapters and pages without a Chinese twin yet are the English ones (listed)."""
+    import shutil
+
+    import yaml
+
+    if not EXECUTED.is_dir():
+        raise SystemExit(f"{EXECUTED} is missing: build the English book first")
+    shutil.rmtree(SRC, ignore_errors=True)
+    (SRC / "notebooks").mkdir(parents=True)
+    (SRC / "book").mkdir()
+    for name in ("_ext", "_static", "references.bib"):
+        (SRC / "book" / name).symlink_to(ROOT / "book" / name)
+    (SRC / "attn_edu").symlink_to(ROOT / "attn_edu")  # a chapter includes the package's source
+    english_only = []
+    for en_path in sorted(EN.glob("[0-9][0-9]_*.ipynb")):
+        executed = load(EXECUTED / en_path.name)
+        if twin(en_path).exists():
+            nb = with_outputs(load(twin(en_path)), executed, en_path.name)
+        else:
+            nb, _ = executed, english_only.append(en_path.name)
+        save(SRC / "notebooks" / en_path.name, nb)
+    for page in sorted((ROOT / "book").glob("*.md")):
+        zh_page = ZH_BOOK / page.name
+        if zh_page.exists():
+            shutil.copy(zh_page, SRC / "book" / page.name)
+        else:
+            shutil.copy(page, SRC / "book" / page.name)
+            english_only.append(f"book/{page.name}")
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    config["title"] = "注意力机制：从第一性原理到 GPU 内核"
+    config["author"] = "attn-edu 作者"
+    config["execute"]["execute_notebooks"] = "off"  # the outputs are the English build's
+    sphinx = config.setdefault("sphinx", {})
+    sphinx.setdefault("config", {}).update(language="zh_CN", attn_edu_edition="zh")
+    sphinx.setdefault("local_extensions", {})
+    (SRC / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+
+    def translate(node):
+        if isinstance(node, dict):
+            return {k: (TOC_WORDS.get(v, v) if k in ("caption", "title") else translate(v)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [translate(x) for x in node]
+        return node
+    (SRC / "_toc.yml").write_text(yaml.safe_dump(translate(toc), allow_unicode=True, sort_keys=False),
+                                  encoding="utf-8")
+    if english_only:
+        print(f"[zh] not translated yet, shown in English: {', '.join(english_only)}")
+    return SRC
+
+
 def main(argv: list) -> int:
     if not argv:
         print(__doc__)
@@ -208,6 +294,8 @@ def main(argv: list) -> int:
         print("\n".join(sync(args[0])) or "nothing to sync")
     elif cmd == "stamp":
         stamp(args[0], args[1])
+    elif cmd == "site":
+        print(site())
     elif cmd == "check":
         problems = check(args)
         print("\n".join(problems) or "the Chinese chapters match the English ones")

@@ -1,0 +1,151 @@
+"""The Chinese edition cannot drift from the English one (scripts/zh.py).
+
+* every chapter has a twin ``notebooks/zh/NN_name.ipynb``: the same cells in the same order,
+  code byte for byte, every markdown cell stamped with the sha of the English cell it
+  translates (stale when the English changed after), keeping its math, links,
+  cross-references, citations, labels, dropdowns and headings;
+* every page of ``book/`` has a twin in ``book/zh/``, stamped the same way in its first line;
+* the terms of ``book/zh/terms.yml`` are the ones used: no variant it rules out appears in
+  the Chinese prose;
+* a Chinese chapter's main flow stays within its budget (in CJK characters).
+And the check can fail: an English paragraph edited alone, a cell added on one side, a
+formula changed in a translation are each named.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+
+import zh
+from venvs import REPO
+
+CHAPTERS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+PAGES = sorted((REPO / "book").glob("*.md"))
+#: main-flow prose of a Chinese chapter, in CJK characters (the English budget is 3,000 words;
+#: Chinese runs at about 1.7 characters per English word in the translated chapters)
+ZH_BUDGET_CHARS = 5600
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name[:2])
+def test_every_chapter_has_a_current_chinese_twin(chapter):
+    problems = zh.check_chapter(chapter)
+    assert not problems, "\n".join(problems)
+
+
+def _page_stamp(text: str):
+    m = re.match(r"<!-- en: (\S+) en_sha: ([0-9a-f]{12}) -->", text)
+    return m.groups() if m else (None, None)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
+def test_every_page_has_a_current_chinese_twin(page):
+    twin = zh.ZH_BOOK / page.name
+    assert twin.is_file(), f"book/{page.name} has no Chinese twin book/zh/{page.name}"
+    text = twin.read_text(encoding="utf-8")
+    en_name, en_sha = _page_stamp(text)
+    assert en_name == f"book/{page.name}", f"book/zh/{page.name} must start with <!-- en: book/{page.name} en_sha: ... -->"
+    assert en_sha == zh.page_sha(page), (f"book/zh/{page.name} is stale: book/{page.name} changed after it was "
+                                         "translated (translate the change, then update the sha in its first line)")
+    problems = zh.markdown_keeps(page.read_text(encoding="utf-8"), text.split("\n", 1)[1])
+    assert not problems, f"book/zh/{page.name}: " + "; ".join(problems)
+
+
+def _zh_prose(text: str) -> str:
+    """Chinese prose: without code fences, inline code, math and HTML comments."""
+    text = re.sub(r"```.*?```|~~~.*?~~~", " ", text, flags=re.S)
+    text = re.sub(r"<!--.*?-->", " ", text, flags=re.S)
+    text = zh._MATH.sub(" ", text)
+    return re.sub(r"`[^`]*`", " ", text)
+
+
+def _zh_texts():
+    for path in sorted(zh.ZH.glob("*.ipynb")):
+        for cell in zh.load(path)["cells"]:
+            if cell["cell_type"] == "markdown":
+                yield f"{path.name} cell {cell['metadata']['attn_edu']['en']}", _zh_prose(zh.source(cell))
+    for path in sorted(zh.ZH_BOOK.glob("*.md")):
+        yield f"book/zh/{path.name}", _zh_prose(path.read_text(encoding="utf-8"))
+
+
+def test_the_terms_table_is_followed():
+    yaml = pytest.importorskip("yaml")
+    terms = yaml.safe_load((zh.ZH_BOOK / "terms.yml").read_text(encoding="utf-8"))
+    assert len(terms) >= 20 and all(t.get("en") and t.get("zh") for t in terms)
+    avoid = [(v, t["zh"], t["en"]) for t in terms for v in t.get("avoid") or []]
+    found = [f"{where}: {v!r} (the book says {z!r} for {en!r})"
+             for where, text in _zh_texts() for v, z, en in avoid if v in text]
+    assert not found, "\n".join(found)
+    glossary = (zh.ZH_BOOK / "glossary.md").read_text(encoding="utf-8")
+    for t in terms:  # the glossary's Chinese column is the table's
+        if re.search(rf"(?m)^{re.escape(t['en'])}$", glossary):
+            assert re.search(rf"(?m)^{re.escape(t['zh'])}$", glossary), f"glossary: {t['en']} is not {t['zh']}"
+
+
+@pytest.mark.parametrize("chapter", sorted(zh.ZH.glob("*.ipynb")), ids=lambda p: p.name[:2])
+def test_chinese_chapter_main_flow_within_budget(chapter):
+    n = 0
+    for cell in zh.load(chapter)["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        text = re.sub(r":::\{admonition\}.*?:class: dropdown.*?\n:::", " ", zh.source(cell), flags=re.S)
+        n += len(_CJK.findall(_zh_prose(text)))
+    assert n <= ZH_BUDGET_CHARS, f"{chapter.name}: {n} CJK characters of main flow, budget {ZH_BUDGET_CHARS}"
+
+
+# --- the check can fail ------------------------------------------------------------------------
+@pytest.fixture
+def pair(tmp_path, monkeypatch):
+    """A copy of chapter 01 and a fresh twin of it, in a temporary notebooks/ folder."""
+    en_dir = tmp_path / "notebooks"
+    en_dir.mkdir()
+    shutil.copy(CHAPTERS[0], en_dir / CHAPTERS[0].name)
+    monkeypatch.setattr(zh, "EN", en_dir)
+    monkeypatch.setattr(zh, "ZH", en_dir / "zh")
+    zh.new(CHAPTERS[0].name[:2])
+    return en_dir / CHAPTERS[0].name, en_dir / "zh" / CHAPTERS[0].name
+
+
+def _edit(path, fn):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    fn(nb["cells"])
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def test_a_fresh_twin_matches_and_an_english_edit_alone_is_named(pair):
+    en, twin = pair
+    assert zh.check_chapter(en) == []
+    md = next(c for c in json.loads(en.read_text())["cells"] if c["cell_type"] == "markdown")
+
+    def edit(cells):
+        cell = next(c for c in cells if c["id"] == md["id"])
+        cell["source"] = zh.source(cell) + "\nA sentence added in English only.\n"
+    _edit(en, edit)
+    (problem,) = zh.check_chapter(en)
+    assert f"cell {md['id']}: stale" in problem
+    zh.stamp(en.name[:2], md["id"])   # the translator caught up
+    assert zh.check_chapter(en) == []
+
+
+def test_a_cell_on_one_side_only_and_a_changed_formula_are_named(pair):
+    en, twin = pair
+    _edit(en, lambda cells: cells.insert(3, {"cell_type": "markdown", "id": "new-cell", "metadata": {},
+                                             "source": ["New English text.\n"]}))
+    assert "only in English: ['new-cell']" in zh.check_chapter(en)[0]
+    assert "inserted new-cell (to translate)" in zh.sync(en.name[:2])
+    assert zh.check_chapter(en) == []
+    code = next(c for c in json.loads(twin.read_text())["cells"] if c["cell_type"] == "code")
+    _edit(twin, lambda cells: next(c for c in cells if c["id"] == code["id"])["source"].append("\nx = 1\n"))
+    assert any("code differs" in p for p in zh.check_chapter(en))
+    zh.sync(en.name[:2])
+    math_cell = next(c for c in json.loads(twin.read_text())["cells"]
+                     if c["cell_type"] == "markdown" and "$" in zh.source(c))
+
+    def change_formula(cells):
+        cell = next(c for c in cells if c["id"] == math_cell["id"])
+        cell["source"] = zh.source(cell).replace("$", "$x + ", 1)
+    _edit(twin, change_formula)
+    assert any("math differ" in p and math_cell["id"] in p for p in zh.check_chapter(en))
