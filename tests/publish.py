@@ -225,9 +225,12 @@ def run_job(workflow: Optional[dict] = None, job: str = "build", checkout: Optio
         if "uses" in step:
             code, out = _stand_in(step, checkout, env)
         elif skip_build_from is not None and re.search(r"site\.sh build|build-book\.sh", step["run"]):
+            # what the build step leaves behind: .venv (made as build-book.sh makes it) and _build
+            proc = subprocess.run(["bash", "-e", "-c", "source scripts/setup-env.sh"], cwd=checkout, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             if Path(skip_build_from).resolve() != checkout.resolve():
                 shutil.copytree(Path(skip_build_from) / "_build", checkout / "_build", dirs_exist_ok=True)
-            code, out = 0, f"stood in by {skip_build_from}/_build"
+            code, out = proc.returncode, proc.stdout + f"\n_build stood in by {skip_build_from}/_build"
         else:
             left = timeout - (time.time() - start)
             try:

@@ -13,14 +13,12 @@ against ``rope_scores(Q, K, pos)``) passes whatever the idea it claims to check.
 """
 from __future__ import annotations
 
-import contextlib
-import functools
-import json
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+import chapter_cells  # noqa: E402  (tests/chapter_cells.py: runs a chapter's cells here)
 import visible_checks  # noqa: E402  (scripts/visible_checks.py, on the path by conftest)
 
 CHAPTERS = visible_checks.chapters()
@@ -53,68 +51,20 @@ def test_each_chapter_breaks_at_least_two_central_ideas(chapter):
 
 
 # --- the breaks: run the cells (slow) ----------------------------------------------------------
-def _code_cells(chapter: str) -> list:
-    path = next((ROOT / "notebooks").glob(f"{chapter}_*.ipynb"))
-    return [(c["id"], "".join(c["source"])) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
-            if c["cell_type"] == "code"]
-
-
-@functools.lru_cache(maxsize=None)
-def _namespace(chapter: str, setup: tuple) -> dict:
-    """One namespace after the chapter's code cells ``setup`` (ids, run in the chapter's order)."""
-    ns: dict = {"__name__": "__chapter__"}
-    cells = _code_cells(chapter)
-    unknown = set(setup) - {i for i, _ in cells}
-    if unknown:
-        raise ValueError(f"chapter {chapter} has no code cells {sorted(unknown)}")
-    with _chapter_plotting():
-        for cid, src in cells:
-            if cid in setup:
-                exec(compile(src, f"chapter {chapter} {cid}", "exec"), ns)
-                _close_figures()
-    return ns
-
-
-@contextlib.contextmanager
-def _chapter_plotting():
-    import matplotlib
-    import matplotlib.pyplot as plt
-    import plotly.io as pio
-
-    renderer, backend = pio.renderers.default, matplotlib.get_backend()
-    plt.switch_backend("Agg")
-    try:
-        with matplotlib.rc_context():      # the chapter's setup changes plot defaults
-            yield
-    finally:
-        pio.renderers.default = renderer
-        plt.switch_backend(backend)
-
-
-def _close_figures():
-    import matplotlib.pyplot as plt
-
-    plt.close("all")
-
-
 def run_break(chapter: str, b: dict, broken: bool) -> dict:
     """Run break ``b``'s cell after its setup cells, with its replacements when ``broken``."""
-    cells = _code_cells(chapter)
-    ids = [i for i, _ in cells]
+    ids = [i for i, _ in chapter_cells.code_cells(chapter)]
     if b["cell"] not in ids:
         raise ValueError(f"chapter {chapter} has no code cell {b['cell']!r}")
     setup = tuple(b.get("setup") or ids[:ids.index(b["cell"])])
-    ns = dict(_namespace(chapter, setup))
-    src = dict(cells)[b["cell"]]
+    ns = dict(chapter_cells.namespace(chapter, setup))
+    src = dict(chapter_cells.code_cells(chapter))[b["cell"]]
     for old, new in b["replace"].items():
         if src.count(old) != 1:       # not an AssertionError: that is what the tests expect
             raise ValueError(f"{old!r} is not in cell {b['cell']} once")
         if broken:
             src = src.replace(old, new)
-    with _chapter_plotting():
-        exec(compile(src, f"chapter {chapter} {b['cell']}", "exec"), ns)
-        _close_figures()
-    return ns
+    return chapter_cells.run(chapter, [b["cell"]], ns, replace={b["cell"]: src})[0]
 
 
 @pytest.mark.slow  # runs the cells each check needs
