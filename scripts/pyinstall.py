@@ -10,12 +10,14 @@ test venvs):
 * **uv** when the environment running this has it (``uv`` is in requirements.txt; setup-env.sh
   puts it into .venv first): a venv of the Colab stand-in's pins took 4.8 s with an empty cache
   against 42 s for pip with a warm one. Else pip.
-* **torch, CPU or CUDA.** PyPI's Linux wheel of torch is the CUDA build: about 900 MB, and
-  about 3 GB more of NVIDIA libraries. Where there is no NVIDIA GPU (``nvidia-smi`` does not
+* **torch, CPU or CUDA.** PyPI's Linux wheel of torch is the CUDA build: 527 MB for torch
+  2.13.0, and 1.25 GB more of NVIDIA libraries (cuBLAS, cuDNN, NCCL, cuSPARSELt, NVSHMEM). Where there is no NVIDIA GPU (``nvidia-smi`` does not
   run), torch comes from PyTorch's CPU index, https://download.pytorch.org/whl/cpu (a wheel of
   about 190 MB, nothing else), unless a local wheel of it is configured (pip's ``find-links``,
   as on this project's build machines) or ``ATTN_EDU_TORCH_INDEX`` names an index
-  (``pypi`` for PyPI's CUDA build). With a GPU, PyPI's build. The script prints which.
+  (``pypi`` for PyPI's CUDA build). With a GPU, PyPI's build, and then the triton that build
+  pins (torch 2.13.0's: triton 3.7.1) instead of requirements.txt's, which is the CPU build's
+  (the two pins cannot both hold). The script prints which.
 * pip's ``find-links`` (its configuration and ``PIP_FIND_LINKS``) are passed on to uv, which
   does not read pip's configuration.
 """
@@ -74,18 +76,21 @@ def has_nvidia_gpu() -> bool:
 
 
 def torch_plan(links: Sequence[str]) -> tuple:
-    """``(index or None, message)``: where torch comes from here."""
+    """``(index or None, message, cuda)``: where torch comes from here; ``cuda``: it is PyPI's
+    CUDA build, which pins its own triton (torch 2.13.0: triton 3.7.1)."""
     choice = os.environ.get("ATTN_EDU_TORCH_INDEX", "").strip()
     if choice == "pypi":
-        return None, "torch: PyPI's build (ATTN_EDU_TORCH_INDEX=pypi; on Linux the CUDA build, about 4 GB with its libraries)"
+        return None, ("torch: PyPI's build (ATTN_EDU_TORCH_INDEX=pypi; on Linux the CUDA build: "
+                      "about 2.2 GB to download with its NVIDIA libraries)"), True
     if choice:
-        return choice, f"torch: from {choice} (ATTN_EDU_TORCH_INDEX)"
+        return choice, f"torch: from {choice} (ATTN_EDU_TORCH_INDEX)", False
     wheel = local_wheel("torch", links)
     if wheel is not None:
-        return None, f"torch: the local wheel {wheel.name} (pip's find-links)"
+        return None, f"torch: the local wheel {wheel.name} (pip's find-links)", "+cpu" not in wheel.name
     if has_nvidia_gpu():
-        return None, "torch: PyPI's CUDA build (an NVIDIA GPU is here; about 4 GB with its libraries)"
-    return CPU_INDEX, f"torch: the CPU build from {CPU_INDEX} (no NVIDIA GPU here; a wheel of about 190 MB)"
+        return None, ("torch: PyPI's CUDA build (an NVIDIA GPU is here; about 2.2 GB to download "
+                      "with its NVIDIA libraries)"), True
+    return CPU_INDEX, f"torch: the CPU build from {CPU_INDEX} (no NVIDIA GPU here; a wheel of about 190 MB)", False
 
 
 def uv_binary() -> Optional[str]:
@@ -95,8 +100,12 @@ def uv_binary() -> Optional[str]:
     return shutil.which("uv")
 
 
+def _is_package(req: str, name: str) -> bool:
+    return re.match(rf"^\s*{name}\s*(\[|[=<>!~;]|$)", req) is not None
+
+
 def _is_torch(req: str) -> bool:
-    return re.match(r"^\s*torch\s*(\[|[=<>!~;]|$)", req) is not None
+    return _is_package(req, "torch")
 
 
 def _requirement_lines(path: Path) -> List[str]:
@@ -126,8 +135,13 @@ def install(python: Path, requirements: Sequence[str] = (), requirement_files: S
     link_args = [a for link in links for a in ("--find-links", link)] if uv else []
     torch_reqs = [r for r in reqs if _is_torch(r)]
     if torch_reqs:
-        index, message = torch_plan(links)
+        index, message, cuda = torch_plan(links)
         echo(f"[install] {message}")
+        if cuda:  # the CUDA build pins its own triton; requirements.txt's pin is the CPU build's
+            dropped = [r for r in reqs if _is_package(r, "triton")]
+            reqs = [r for r in reqs if r not in dropped]
+            if dropped:
+                echo(f"[install] triton: the version torch's CUDA build pins (not {', '.join(dropped)})")
         if index is not None:  # torch alone from its index first; the rest then finds it installed
             _run(base + link_args + ["--index-url", index] + torch_reqs)
     _run(base + link_args + list(extra) + reqs)

@@ -77,3 +77,39 @@ def run(chapter: str, ids, ns: dict = None, replace: dict = None) -> tuple:
 def namespace(chapter: str, ids: tuple) -> dict:
     """The namespace after cells ``ids``, once per session (copy it before changing it)."""
     return run(chapter, ids)[0]
+
+
+def _names(src: str) -> tuple:
+    """``(defined, used)`` names of a cell (assignments, imports, defs; loads), by ``ast``."""
+    import ast
+
+    defined, used = set(), set()
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Name):
+            (defined if isinstance(node.ctx, (ast.Store, ast.Del)) else used).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                defined.add((a.asname or a.name).split(".")[0])
+        elif isinstance(node, ast.arg):
+            defined.add(node.arg)
+    return defined, used
+
+
+def needed(cells: list, targets: list) -> list:
+    """The indices of ``cells`` (sources, in order) that cells ``targets`` need: the first cell
+    (the chapter's setup), the targets, and, for every name a needed cell uses, the last
+    earlier cell that defines it, transitively. What runs is then what the targets read."""
+    names = [_names(src) for src in cells]
+    keep, todo = {0, *targets}, list(targets)
+    while todo:
+        i = todo.pop()
+        for name in names[i][1] - names[i][0]:
+            for j in range(i - 1, -1, -1):
+                if name in names[j][0]:
+                    if j not in keep:
+                        keep.add(j)
+                        todo.append(j)
+                    break
+    return sorted(keep)

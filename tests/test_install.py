@@ -20,22 +20,23 @@ def no_local_torch(monkeypatch):
 
 def test_without_a_gpu_torch_comes_from_pytorchs_cpu_index(no_local_torch, monkeypatch):
     monkeypatch.setattr(pyinstall, "has_nvidia_gpu", lambda: False)
-    index, message = pyinstall.torch_plan([])
+    index, message, cuda = pyinstall.torch_plan([])
     assert index == "https://download.pytorch.org/whl/cpu" and "CPU build" in message and "190 MB" in message
+    assert not cuda
 
 
 def test_with_a_gpu_torch_comes_from_pypi_and_says_how_large(no_local_torch, monkeypatch):
     monkeypatch.setattr(pyinstall, "has_nvidia_gpu", lambda: True)
-    index, message = pyinstall.torch_plan([])
-    assert index is None and "CUDA build" in message and "GB" in message
+    index, message, cuda = pyinstall.torch_plan([])
+    assert index is None and "CUDA build" in message and "GB" in message and cuda
 
 
 def test_a_local_wheel_or_a_named_index_wins(tmp_path, monkeypatch):
     monkeypatch.delenv("ATTN_EDU_TORCH_INDEX", raising=False)
     monkeypatch.setattr(pyinstall, "has_nvidia_gpu", lambda: False)
     (tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
-    index, message = pyinstall.torch_plan([str(tmp_path)])
-    assert index is None and "local wheel torch-2.13.0+cpu" in message
+    index, message, cuda = pyinstall.torch_plan([str(tmp_path)])
+    assert index is None and "local wheel torch-2.13.0+cpu" in message and not cuda
     monkeypatch.setenv("ATTN_EDU_TORCH_INDEX", "https://example.org/simple")
     assert pyinstall.torch_plan([str(tmp_path)])[0] == "https://example.org/simple"
     monkeypatch.setenv("ATTN_EDU_TORCH_INDEX", "pypi")
@@ -68,3 +69,18 @@ def test_the_cli_reports_a_failing_install(tmp_path):
                            "attn-edu-no-such-package-here==0.0.1"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "attn-edu-no-such-package-here" in proc.stderr
+
+
+def test_with_pypis_cuda_torch_the_triton_pin_is_left_to_torch(no_local_torch, monkeypatch, tmp_path):
+    """PyPI's torch 2.13.0 (CUDA) requires triton==3.7.1; requirements.txt pins the CPU build's
+    triton 3.9.0: both cannot hold, so on a GPU machine the triton pin goes to torch."""
+    monkeypatch.setattr(pyinstall, "has_nvidia_gpu", lambda: True)
+    monkeypatch.setattr(pyinstall, "find_links", lambda: [])
+    monkeypatch.setattr(pyinstall, "uv_binary", lambda: "/bin/uv")
+    calls, said = [], []
+    monkeypatch.setattr(pyinstall, "_run", calls.append)
+    pyinstall.install(REPO / ".venv" / "bin" / "python", requirement_files=[REPO / "requirements.txt"],
+                      echo=said.append)
+    (only,) = calls
+    assert not any(r.startswith("triton") for r in only) and "torch==2.13.0" in only
+    assert any("triton: the version torch's CUDA build pins" in m for m in said)

@@ -55,6 +55,7 @@ from pathlib import Path
 
 import pytest
 
+import chapter_cells
 from conftest import offline_context
 from venvs import REPO, cached_venv, jupyter_dirs, write_kernelspec
 
@@ -96,11 +97,14 @@ def _selected() -> list:
 
 
 def trimmed_copy(path: Path, dest: Path) -> Path:
-    """The chapter up to and including its last explorer cell (the cells it needs)."""
+    """The chapter's cells its explorers need: the first cell, every explorer cell and the
+    cells that define what they read (tests/chapter_cells.py: the chapter itself ran once in
+    the book build and once in the Colab stand-in)."""
     nb = json.loads(path.read_text(encoding="utf-8"))
-    last = max(i for i, c in enumerate(nb["cells"])
-               if c["cell_type"] == "code" and EXPLORER_CALL.search("".join(c["source"])))
-    nb["cells"] = nb["cells"][: last + 1]
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    sources = ["".join(c["source"]) for c in code]
+    explorers = [i for i, src in enumerate(sources) if EXPLORER_CALL.search(src)]
+    nb["cells"] = [code[i] for i in chapter_cells.needed(sources, explorers)]
     out = dest / path.name
     out.write_text(json.dumps(nb, indent=1), encoding="utf-8")
     return out
