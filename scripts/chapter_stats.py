@@ -15,6 +15,10 @@ tag; a cell's length is its number of non-blank lines.
 
 The budget (tests/test_notebooks.py): at most ``MAX_WORDS`` words of main-flow prose and
 at most ``MAX_CELL_LINES`` non-blank lines in any visible code cell.
+
+The Chinese edition (``notebooks/zh/``) is measured in CJK characters of the same main flow
+(:func:`cjk_chars`): at most ``MAX_CJK`` (tests/test_zh.py). The first four translated
+chapters ran at 1.33-1.46 characters per English word, so 3,000 words are about 4,000-4,400.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import Dict, List
 
 MAX_WORDS = 3000
+MAX_CJK = 4600
 MAX_CELL_LINES = 25
 HIDDEN_TAGS = {"hide-input", "remove-input", "remove-cell"}
 
@@ -84,6 +89,15 @@ def words(md: str) -> int:
     return sum(1 for tok in text.split() if re.search(r"[A-Za-z0-9]", tok))
 
 
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def cjk_chars(md: str) -> int:
+    """Main-flow CJK characters in a markdown string (the Chinese edition's measure)."""
+    text = _HTML_COMMENT.sub(" ", _strip_folded(md))
+    return len(_CJK.findall(text))
+
+
 def visible_code_cells(nb: dict) -> List[Dict[str, int]]:
     """(index, non-blank lines) of every code cell a reader sees."""
     cells = []
@@ -100,11 +114,13 @@ def visible_code_cells(nb: dict) -> List[Dict[str, int]]:
 def chapter_stats(path: Path) -> Dict[str, object]:
     nb = json.loads(Path(path).read_text())
     # cell by cell: nothing in one cell (an unclosed fence, a stray ``<``) can hide the next
-    n_words = sum(words("".join(c["source"])) for c in nb["cells"] if c["cell_type"] == "markdown")
+    md = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    n_words = sum(words(m) for m in md)
     code = visible_code_cells(nb)
     return {
         "chapter": Path(path).name,
         "words": n_words,
+        "cjk": sum(cjk_chars(m) for m in md),
         "visible_cells": len(code),
         "longest_cell": max((c["lines"] for c in code), default=0),
         "long_cells": [c for c in code if c["lines"] > MAX_CELL_LINES],
@@ -117,20 +133,24 @@ def main(argv=None) -> int:
     ap.add_argument("notebooks", nargs="*", type=Path)
     ap.add_argument("--cells", action="store_true", help="list visible cells longer than the budget")
     args = ap.parse_args(argv)
-    paths = args.notebooks or sorted((root / "notebooks").glob("*.ipynb"))
+    paths = args.notebooks or sorted((root / "notebooks").glob("*.ipynb")) + \
+        sorted((root / "notebooks" / "zh").glob("*.ipynb"))
     print(f"{'chapter':<34} {'words':>6} {'cells':>6} {'longest':>8} {'> ' + str(MAX_CELL_LINES):>5}")
     over = False
     for p in paths:
         s = chapter_stats(p)
-        flag = " *" if s["words"] > MAX_WORDS or s["long_cells"] else ""
+        zh = p.parent.name == "zh"
+        size = s["cjk"] if zh else s["words"]
+        flag = " *" if size > (MAX_CJK if zh else MAX_WORDS) or s["long_cells"] else ""
         over |= bool(flag)
-        print(f"{s['chapter']:<34} {s['words']:>6} {s['visible_cells']:>6} {s['longest_cell']:>8} "
+        name = ("zh/" if zh else "") + s["chapter"]
+        print(f"{name:<34} {size:>6} {s['visible_cells']:>6} {s['longest_cell']:>8} "
               f"{len(s['long_cells']):>5}{flag}")
         if args.cells:
             for c in s["long_cells"]:
                 print(f"    cell {c['index']}: {c['lines']} lines")
-    print(f"budget: <= {MAX_WORDS} words of main-flow prose, <= {MAX_CELL_LINES} non-blank lines "
-          "per visible code cell (* = over)")
+    print(f"budget: <= {MAX_WORDS} words of main-flow prose (zh/: <= {MAX_CJK} CJK characters), "
+          f"<= {MAX_CELL_LINES} non-blank lines per visible code cell (* = over)")
     return 1 if over else 0
 
 

@@ -138,8 +138,14 @@ def _structure(text: str) -> list:
 
 
 def _roles(text: str) -> list:
-    # a {term} role may name the English or the Chinese entry; other roles must match
-    return sorted(_ROLE.findall(text))
+    """The targets of {ref}, {doc}, {numref}, {eq} and {cite} roles: a translation may change a
+    role's shown text (``{doc}`为什么 </notebooks/02_why_sqrt_dk>```), never what it points to.
+    ({term} roles may name the English or the Chinese glossary entry.)"""
+    out = []
+    for kind, body in _ROLE.findall(text):
+        m = re.search(r"<([^<>]+)>\s*$", body)
+        out.append((kind, (m.group(1) if m else body).strip()))
+    return sorted(out)
 
 
 def markdown_keeps(en_text: str, zh_text: str) -> list:

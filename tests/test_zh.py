@@ -24,10 +24,6 @@ from venvs import REPO
 
 CHAPTERS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 PAGES = sorted((REPO / "book").glob("*.md"))
-#: main-flow prose of a Chinese chapter, in CJK characters (the English budget is 3,000 words;
-#: Chinese runs at about 1.7 characters per English word in the translated chapters)
-ZH_BUDGET_CHARS = 5600
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name[:2])
@@ -87,13 +83,10 @@ def test_the_terms_table_is_followed():
 
 @pytest.mark.parametrize("chapter", sorted(zh.ZH.glob("*.ipynb")), ids=lambda p: p.name[:2])
 def test_chinese_chapter_main_flow_within_budget(chapter):
-    n = 0
-    for cell in zh.load(chapter)["cells"]:
-        if cell["cell_type"] != "markdown":
-            continue
-        text = re.sub(r":::\{admonition\}.*?:class: dropdown.*?\n:::", " ", zh.source(cell), flags=re.S)
-        n += len(_CJK.findall(_zh_prose(text)))
-    assert n <= ZH_BUDGET_CHARS, f"{chapter.name}: {n} CJK characters of main flow, budget {ZH_BUDGET_CHARS}"
+    import chapter_stats  # scripts/chapter_stats.py: the measure of both editions
+
+    n = chapter_stats.chapter_stats(chapter)["cjk"]
+    assert n <= chapter_stats.MAX_CJK, f"zh/{chapter.name}: {n} CJK characters of main flow, budget {chapter_stats.MAX_CJK}"
 
 
 # --- the check can fail ------------------------------------------------------------------------
