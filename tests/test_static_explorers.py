@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from test_checks_can_fail import _chapter_plotting, _close_figures, _code_cells, _namespace
+import chapter_cells  # tests/chapter_cells.py: runs the cells an explorer needs
 
 go = pytest.importorskip("plotly.graph_objects")
 
@@ -129,22 +129,21 @@ def _builds_static_explorer(src: str) -> bool:
 @pytest.mark.parametrize("chapter", AUDITED)
 def test_every_static_explorer_of_the_audited_chapters_is_listed(chapter):
     listed = {cell for ch, cell, _ in STATIC_EXPLORERS if ch == chapter}
-    found = {cid for cid, src in _code_cells(chapter) if _builds_static_explorer(src)}
+    found = {cid for cid, src in chapter_cells.code_cells(chapter) if _builds_static_explorer(src)}
     assert found == listed, f"chapter {chapter}: static explorers {sorted(found)}, listed {sorted(listed)}"
 
 
 @pytest.mark.parametrize("chapter,cell,setup", STATIC_EXPLORERS,
                          ids=[f"{c}-{cell}" for c, cell, _ in STATIC_EXPLORERS])
 def test_no_two_steps_of_a_static_explorer_draw_the_same(chapter, cell, setup, monkeypatch):
-    ns = dict(_namespace(chapter, tuple(setup)))
+    ns = dict(chapter_cells.namespace(chapter, tuple(setup)))
     monkeypatch.setattr(go.Figure, "show", lambda self, *a, **k: None)   # build, do not display
-    tree = ast.parse(dict(_code_cells(chapter))[cell])
+    tree = ast.parse(dict(chapter_cells.code_cells(chapter))[cell])
     last = tree.body.pop() if isinstance(tree.body[-1], ast.Expr) else None   # what the cell shows
-    with _chapter_plotting():
+    with chapter_cells.plotting():
         exec(compile(tree, f"chapter {chapter} {cell}", "exec"), ns)
         shown = eval(compile(ast.Expression(last.value), f"chapter {chapter} {cell}", "eval"), ns) \
             if last is not None else None
-        _close_figures()
     fig = shown if isinstance(shown, go.Figure) else ns["fig"]
     assert fig.frames or fig.layout.sliders or fig.layout.updatemenus, "not an explorer"
     assert static_explorer_problems(fig) == []
