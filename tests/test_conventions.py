@@ -26,7 +26,7 @@ SOURCES = sorted(PACKAGE.rglob("*.py"))
 FACADES = ("attn_edu.masks", "attn_edu.bench", "attn_edu.exercises", "attn_edu.decoding",
            "attn_edu.distributed", "attn_edu.kernels.flash_triton")
 #: Modules that import torch (or triton) when imported; the others need NumPy only.
-TORCH_MODULES = ("reference_torch", "flash_torch", "multihead_torch", "tiny_transformer",
+TORCH_MODULES = ("reference_torch", "flash_torch", "multihead_torch", "tiny_transformer", "impls",
                  "flash_triton", "block_sparse_triton", "decode_triton", "distributed")
 
 
