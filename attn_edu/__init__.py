@@ -17,6 +17,7 @@ The layout, one module per concern::
     masks                masks (masks.build), their tiles (masks.tiles: TilePlan) and cost (masks.cost)
     flash, flash_torch   tiled attention with the online softmax, NumPy and PyTorch
     multihead, multihead_torch   multi-head / grouped-query attention, NumPy and nn.Module (+ KV cache)
+    impls                the one switch impl= ("naive", "tiled", "sdpa", "triton", "auto") for torch calls
     kernels              Triton kernels: FlashAttention forward/backward, block-sparse forward
     precision, scaling, positions, linear, tiny_transformer   the topics of chapters 02-04, 07, 12
     profiling, bench     measuring: memory, time, FLOPs; sweeps, goals, the block-sparse benchmark
@@ -53,7 +54,9 @@ Conventions (one home per concept):
   arguments once (``_call.attention_call``) into a frozen ``_call.AttentionCall``, and
   everything below it trusts that value. What the NumPy and torch twins share lives one
   floor below both (``_call``), so no module imports its own twin back: the package's
-  import graph has no cycle.
+  import graph has no cycle. Which implementation computes a checked torch call (the
+  plain path, the tiled loop, PyTorch's SDPA, the Triton kernel) is one switch, ``impl=``
+  (``impls``), the one ``MultiHeadAttention`` and the tiny Transformers take.
 * **One home per rule.** Argument checks and the positive-integer check
   (``_checks.check_positive_int``), the mask checks including "no NaN or +inf in a
   float mask" (``_checks.check_mask``): ``_checks``. The causal offset ``L_k - L_q``:

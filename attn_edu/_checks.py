@@ -31,8 +31,8 @@ CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
 
 
 def is_torch_tensor(x: object) -> bool:
-    """True for a ``torch.Tensor``, checked without importing torch."""
-    return type(x).__module__.split(".")[0] == "torch"
+    """True for a ``torch.Tensor`` or a subclass of it, checked without importing torch."""
+    return any(c.__module__.split(".")[0] == "torch" for c in type(x).__mro__)
 
 
 def uses_torch(**arrays: object) -> bool:

@@ -8,8 +8,11 @@
 * :func:`decode_with_cache` -- feed a sequence through the module a chunk at a time with a
   cache; equals the full causal pass (the test checks 1e-10 in float64).
 
-The attention is :func:`attn_edu.reference_torch.scaled_dot_product_attention` with
-``enable_gqa=True``, so a fully masked query row gives zeros (and finite gradients).
+The attention is, by default, :func:`attn_edu.reference_torch.scaled_dot_product_attention`
+with ``enable_gqa=True``, so a fully masked query row gives zeros (and finite gradients);
+``impl=`` switches it to chapter 09's tiled loop, PyTorch's SDPA or chapter 10's Triton
+kernel, or lets the package choose (``impl="auto"``, :mod:`attn_edu.impls`), with the same
+semantics.
 :func:`attn_edu.multihead.multi_head_attention` is the NumPy twin; the weights convert
 with ``W_numpy = linear.weight.T`` (:meth:`MultiHeadAttention.to_numpy_params`,
 :meth:`MultiHeadAttention.from_numpy_params`). :meth:`MultiHeadAttention.from_torch_mha`
@@ -29,7 +32,7 @@ from torch import Tensor, nn
 from . import _checks
 from .multihead import check_heads, check_mask_rank, check_mha_params, head_dim
 from ._call import attention_call
-from .reference_torch import attend
+from .impls import check_impl, run
 
 __all__ = ["KVCache", "MultiHeadAttention", "decode_with_cache", "torch_mha_reference"]
 
@@ -134,6 +137,16 @@ class MultiHeadAttention(nn.Module):
         d_head: per-head size (default ``d_model // num_heads``).
         bias: biases in the four projections (default True, like ``nn.MultiheadAttention``).
         device, dtype: for the parameters.
+        impl: which implementation computes the attention (:mod:`attn_edu.impls`):
+            ``"naive"`` (default: matmul, softmax, matmul, the path chapters 06 and 07 teach
+            and whose numbers they record; the only one that returns weights), ``"tiled"``
+            (chapter 09's loop), ``"sdpa"`` (PyTorch's fused attention), ``"triton"``
+            (chapter 10's kernel: no mask tensor) or ``"auto"``: the Triton kernel for
+            float16/bfloat16 on a GPU of compute capability 8.0 or newer, SDPA otherwise (CPU
+            tensors included), the plain path when weights are asked for. Every choice
+            computes the same attention within the tolerance rule of :mod:`attn_edu.testing`.
+            ``module.impl`` may be changed later; ``module.last_impl`` is ``(name, reason)``
+            of the latest call (None before the first).
 
     Layers: ``q_proj`` (d_model -> H*d_head), ``k_proj`` and ``v_proj`` (d_model -> H_kv*d_head),
     ``out_proj`` (H*d_head -> d_model). The parameter count is
@@ -149,8 +162,11 @@ class MultiHeadAttention(nn.Module):
         bias: bool = True,
         device=None,
         dtype=None,
+        impl: str = "naive",
     ) -> None:
         super().__init__()
+        self.impl = check_impl(impl)
+        self.last_impl: Optional[Tuple[str, str]] = None
         d_model = _checks.check_positive_int("d_model", d_model)
         h, hkv = check_heads(num_heads, num_kv_heads)
         dh = head_dim(d_model, h, d_head)
@@ -164,7 +180,7 @@ class MultiHeadAttention(nn.Module):
     def extra_repr(self) -> str:
         kind = "MHA" if self.num_kv_heads == self.num_heads else ("MQA" if self.num_kv_heads == 1 else "GQA")
         return (f"d_model={self.d_model}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
-                f"d_head={self.d_head} ({kind})")
+                f"d_head={self.d_head} ({kind})" + ("" if self.impl == "naive" else f", impl={self.impl!r}"))
 
     def _check_input(self, name: str, x: object) -> Tensor:
         if not isinstance(x, torch.Tensor):
@@ -208,7 +224,8 @@ class MultiHeadAttention(nn.Module):
                 (it would hide the past from every new query).
             kv_cache: a :class:`KVCache`; the new keys and values (from ``x_kv``) are
                 appended to it and attention runs over the whole cache.
-            return_weights: also return the weights (B, H, L_q, L_k) (per head, for plots).
+            return_weights: also return the weights (B, H, L_q, L_k) (per head, for plots):
+                ``impl="naive"`` (or ``"auto"``, which then picks it) only.
 
         A fully masked query row (e.g. a padded query) gets zero output before
         ``out_proj`` (so ``out_proj``'s bias alone after it) and finite gradients.
@@ -241,9 +258,11 @@ class MultiHeadAttention(nn.Module):
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)  # (B, Hkv, L_cache, dh) each
         # 3. attention; query head i uses key/value head i // (H // Hkv)
-        call = attention_call(q, k, v, mask, align, None, True, torch_like=True,
+        impl = check_impl(self.impl)  # (an attribute a reader may have changed)
+        call = attention_call(q, k, v, mask, align, None, True, torch_like=True, tiled=impl == "tiled",
                               align_checked=True)  # causal was read above, the rest is checked here
-        out, weights = attend(call, return_weights=True)  # out (B, H, Lq, dh), weights (B, H, Lq, Lk)
+        # out (B, H, Lq, dh); weights (B, H, Lq, Lk) when asked for; which impl ran, and why
+        out, weights, self.last_impl = run(call, impl, need_weights=return_weights)
         # 4. merge heads, project out
         out = out.transpose(-3, -2).flatten(-2)  # (B, H, Lq, dh) -> (B, Lq, H, dh) -> (B, Lq, H*dh)
         out = self.out_proj(out)  # (B, Lq, H*dh) -> (B, Lq, d_model)
@@ -372,9 +391,11 @@ def decode_with_cache(
     chunks: List[Tuple[int, int]] = ([(0, prefill)] if prefill else []) + [(t, t + 1) for t in range(prefill, length)]
     outs, weights = [], []
     for start, stop in chunks:
-        out, w = module(x[:, start:stop], kv_cache=cache, causal=True, return_weights=True)  # (B, stop-start, d_model)
-        outs.append(out)
-        weights.append(w)
+        out = module(x[:, start:stop], kv_cache=cache, causal=True, return_weights=return_weights)
+        if return_weights:  # (the plain path: module.impl "naive" or "auto")
+            out, w = out
+            weights.append(w)
+        outs.append(out)  # (B, stop-start, d_model)
     out = torch.cat(outs, dim=1)  # (B, L, d_model)
     return (out, weights) if return_weights else out
 

@@ -18,6 +18,8 @@ Everything chapter 07 needs, in one file that reads top to bottom:
   :func:`train_induction` and :func:`induction_scores`.
 
 Shapes: B batch, L sequence length, H heads, D model width, V vocabulary size.
+Both models take ``impl=`` (:mod:`attn_edu.impls`), by default ``"naive"``, the path whose
+numbers chapter 07 records; ``model.blocks[i].attn.last_impl`` says what ran.
 """
 from __future__ import annotations
 
@@ -59,19 +61,20 @@ class Block(nn.Module):
     """One pre-LayerNorm Transformer block: ``x + attn(LN(x))``, then ``x + mlp(LN(x))``.
 
     Input and output (B, L, D). ``forward(x, return_weights=True)`` also returns the
-    attention weights (B, H, L, L) of this block.
+    attention weights (B, H, L, L) of this block; ``impl``: the attention's (:mod:`attn_edu.impls`).
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int) -> None:
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, impl: str = "naive") -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, num_heads)
+        self.attn = MultiHeadAttention(d_model, num_heads, impl=impl)
         self.ln2 = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
 
     def forward(self, x: Tensor, return_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
         """x (B, L, D) -> (B, L, D); with ``return_weights=True`` also (B, H, L, L)."""
-        a, w = self.attn(self.ln1(x), return_weights=True)  # (B, L, D), (B, H, L, L)
+        h = self.ln1(x)  # (B, L, D); the weights (B, H, L, L) only when asked for (impl="naive" or "auto")
+        a, w = self.attn(h, return_weights=True) if return_weights else (self.attn(h), None)
         x = x + a  # (B, L, D) residual stream
         x = x + self.mlp(self.ln2(x))  # (B, L, D)
         return (x, w) if return_weights else x
@@ -93,12 +96,14 @@ class TinyTransformer(nn.Module):
         num_heads: heads per attention layer H (``d_model`` must be divisible by it).
         num_layers: number of blocks.
         d_ff: hidden width of each block's MLP.
+        impl: the attention layers' implementation (:mod:`attn_edu.impls`), default ``"naive"``;
+            ``"auto"`` picks the plain path for ``return_attention=True`` and a faster one otherwise.
 
     Built from :class:`attn_edu.multihead_torch.MultiHeadAttention`; explained in chapter 07.
     """
 
     def __init__(self, vocab: int, seq_len: int, d_model: int = 64, num_heads: int = 4,
-                 num_layers: int = 2, d_ff: int = 128) -> None:
+                 num_layers: int = 2, d_ff: int = 128, impl: str = "naive") -> None:
         super().__init__()
         if d_model % num_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
@@ -106,7 +111,7 @@ class TinyTransformer(nn.Module):
         self.num_heads, self.num_layers = num_heads, num_layers
         self.tok_emb = nn.Embedding(vocab, d_model)
         self.pos_emb = nn.Embedding(seq_len, d_model)
-        self.blocks = nn.ModuleList(Block(d_model, num_heads, d_ff) for _ in range(num_layers))
+        self.blocks = nn.ModuleList(Block(d_model, num_heads, d_ff, impl) for _ in range(num_layers))
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab)
 
@@ -120,8 +125,11 @@ class TinyTransformer(nn.Module):
         h = self.tok_emb(x) + self.pos_emb(pos)  # (B, L, D)
         weights = []
         for block in self.blocks:
-            h, w = block(h, return_weights=True)  # (B, L, D), (B, H, L, L)
-            weights.append(w)
+            if return_attention:
+                h, w = block(h, return_weights=True)  # (B, L, D), (B, H, L, L)
+                weights.append(w)
+            else:
+                h = block(h)  # (B, L, D)
         logits = self.head(self.ln_f(h))  # (B, L, V)
         return (logits, weights) if return_attention else logits
 
@@ -415,13 +423,13 @@ def ablate_heads(model: nn.Module, layer: int, heads: Union[int, Sequence[int]]
 class _AttentionOnlyBlock(nn.Module):
     """``x + attn(x)`` with a causal mask: no layer norm, no MLP."""
 
-    def __init__(self, d_model: int, num_heads: int) -> None:
+    def __init__(self, d_model: int, num_heads: int, impl: str = "naive") -> None:
         super().__init__()
-        self.attn = MultiHeadAttention(d_model, num_heads)
+        self.attn = MultiHeadAttention(d_model, num_heads, impl=impl)
 
-    def forward(self, x: Tensor) -> Tuple[Tensor, Tensor]:
-        a, w = self.attn(x, causal=True, return_weights=True)  # (B, L, D), (B, H, L, L)
-        return x + a, w
+    def forward(self, x: Tensor, return_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+        a, w = self.attn(x, causal=True, return_weights=True) if return_weights else (self.attn(x, causal=True), None)
+        return x + a, w  # (B, L, D), and (B, H, L, L) or None
 
 
 class AttentionOnlyLM(nn.Module):
@@ -432,18 +440,19 @@ class AttentionOnlyLM(nn.Module):
     Tokens x (B, L) -> next-token logits (B, L, vocab): learned token and position
     embeddings, ``num_layers`` residual causal attention layers (no MLPs, no layer norms),
     a linear unembedding. ``return_attention=True`` also returns one (B, H, L, L) weight
-    tensor per layer. Any length up to ``max_len`` works. Explained in chapter 07.
+    tensor per layer. Any length up to ``max_len`` works. ``impl``: the attention layers'
+    implementation, as in :class:`TinyTransformer` (default ``"naive"``). Explained in chapter 07.
     """
 
     def __init__(self, vocab: int, max_len: int, d_model: int = 32, num_heads: int = 2,
-                 num_layers: int = 2) -> None:
+                 num_layers: int = 2, impl: str = "naive") -> None:
         super().__init__()
         if d_model % num_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
         self.vocab, self.max_len = vocab, max_len
         self.tok_emb = nn.Embedding(vocab, d_model)
         self.pos_emb = nn.Embedding(max_len, d_model)
-        self.blocks = nn.ModuleList(_AttentionOnlyBlock(d_model, num_heads) for _ in range(num_layers))
+        self.blocks = nn.ModuleList(_AttentionOnlyBlock(d_model, num_heads, impl) for _ in range(num_layers))
         self.head = nn.Linear(d_model, vocab)
 
     def forward(self, x: Tensor, return_attention: bool = False
@@ -454,7 +463,7 @@ class AttentionOnlyLM(nn.Module):
         h = self.tok_emb(x) + self.pos_emb.weight[:x.shape[1]]  # (B, L, D)
         weights = []
         for block in self.blocks:
-            h, w = block(h)  # (B, L, D), (B, H, L, L)
+            h, w = block(h, return_weights=return_attention)  # (B, L, D), (B, H, L, L) or None
             weights.append(w)
         logits = self.head(h)  # (B, L, V)
         return (logits, weights) if return_attention else logits

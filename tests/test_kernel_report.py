@@ -19,6 +19,7 @@ import torch  # noqa: E402
 
 from attn_edu.kernels import block_sparse_triton as bst  # noqa: E402
 from attn_edu.kernels import flash_triton as ft  # noqa: E402
+from attn_edu.kernels.flash_triton import launch as fl  # noqa: E402
 from attn_edu.kernels import _targets  # noqa: E402
 from attn_edu.kernels._targets import cuda_dtype_problem  # noqa: E402
 from conftest import OnCuda  # noqa: E402
@@ -305,19 +306,19 @@ def test_autotuner_prune_keeps_the_configs_for_the_device_and_dtype(monkeypatch)
     import triton
 
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 6))
-    monkeypatch.setattr(ft, "_device_shared_memory", lambda: 101376)
+    monkeypatch.setattr(fl, "_device_shared_memory", lambda: 101376)
     configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
                for bm, bn, w, s in ft.FWD_CONFIGS_CUDA + ft.FWD_CONFIGS_PRE_AMPERE]
     key = lambda c: (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)  # noqa: E731
     configs += [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
                 for bm, bn, w, s in ft.FWD_CONFIGS_TF32 if (bm, bn, w, s) not in ft.FWD_CONFIGS_CUDA]
     for dtype, size in ((torch.float16, 2), (torch.float32, 4)):
-        kept = ft._prune_fwd_configs(configs, {"Q": torch.empty(1, dtype=dtype), "HEAD_DK": 128,
+        kept = fl._prune_fwd_configs(configs, {"Q": torch.empty(1, dtype=dtype), "HEAD_DK": 128,
                                                "HEAD_DV": 128, "INPUT_PRECISION": "tf32"})
         assert [key(c) for c in kept] == ft.forward_configs((8, 6), 128, 101376, size) != []
     # nothing fits: the two small tiles, never the whole space
-    monkeypatch.setattr(ft, "_device_shared_memory", lambda: 1024)
-    kept = ft._prune_fwd_configs(configs, {"Q": torch.empty(1), "HEAD_DK": 64, "HEAD_DV": 64})
+    monkeypatch.setattr(fl, "_device_shared_memory", lambda: 1024)
+    kept = fl._prune_fwd_configs(configs, {"Q": torch.empty(1), "HEAD_DK": 64, "HEAD_DV": 64})
     assert [key(c) for c in kept] == ft.FWD_CONFIGS_PRE_AMPERE
 
 

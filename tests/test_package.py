@@ -55,7 +55,7 @@ def test_builds_an_installable_wheel(tmp_path):
     (wheel,) = tmp_path.glob("attn_edu-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for module in ["__init__.py", "reference.py", "masks/__init__.py", "masks/tiles.py", "_checks.py",
-                   "testing.py", "bench/__main__.py", "kernels/flash_triton.py"]:
+                   "testing.py", "bench/__main__.py", "kernels/flash_triton/kernels.py"]:
         assert f"attn_edu/{module}" in names
     assert not any(n.startswith(("tests/", "notebooks/", "book/")) for n in names)
 

@@ -25,7 +25,7 @@ from attn_edu import decoding, reference_torch  # noqa: E402
 from attn_edu.kernels import _targets  # noqa: E402
 from attn_edu.kernels import decode_triton as dt  # noqa: E402
 from attn_edu.testing import assert_close_to_reference, reference_pair  # noqa: E402
-from conftest import DEVICE, kernel_precision, raises_with, torch_qkv  # noqa: E402
+from conftest import DEVICE, OnCuda, kernel_precision, raises_with, torch_qkv  # noqa: E402
 
 DEVICE = "cuda" if CUDA else "cpu"
 ROOT = Path(__file__).resolve().parents[1]
@@ -270,17 +270,9 @@ def test_batch_times_kv_heads_is_on_the_grid_x_axis(monkeypatch):
     assert len(rgrid) == 1 and rgrid[0] == 70_000
 
 
-class _NoSync(torch.Tensor):
-    """A CPU tensor that claims GPU 0 and fails on anything that reads a value back to the
-    host (what would be a device synchronisation on a GPU)."""
-
-    @property
-    def device(self):
-        return torch.device("cuda", 0)
-
-    @property
-    def is_cuda(self):
-        return True
+class _NoSync(OnCuda):
+    """conftest's ``OnCuda`` (a CPU tensor that claims GPU 0) that also fails on anything that
+    reads a value back to the host (what would be a device synchronisation on a GPU)."""
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):

@@ -24,6 +24,7 @@ from attn_edu.kernels import _targets  # noqa: E402
 from attn_edu.kernels import block_sparse_triton as bst  # noqa: E402
 from attn_edu.kernels import decode_triton as dt  # noqa: E402
 from attn_edu.kernels import flash_triton as ft  # noqa: E402
+from attn_edu.kernels.flash_triton import kernels as fk, launch as fl  # noqa: E402
 from attn_edu.kernels._shared import launch_grid  # noqa: E402
 from attn_edu.testing import assert_close_to_reference, assert_same_up_to_rounding, reference_pair  # noqa: E402
 from conftest import CUDA, DEVICE, OnCuda, kernel_precision, lse_pair, raises_with, torch_qkv  # noqa: E402
@@ -178,8 +179,8 @@ def test_tma_descriptor_path_matches_reference_and_pointer_path(shape, causal):
     q, k, v = _inputs(shape, dtype, seed=4)
     assert ft.tma_compatible(q, k, v)
     align, scale = ft.check_triton_inputs(q, k, v, causal, None)
-    out, lse = ft._forward(q, k, v, align, scale, use_tma=True)
-    ptr_out, ptr_lse = ft._forward(q, k, v, align, scale, use_tma=False)
+    out, lse = fl.forward(q, k, v, align, scale, use_tma=True)
+    ptr_out, ptr_lse = fl.forward(q, k, v, align, scale, use_tma=False)
     gold, naive = reference_pair(q, k, v, causal=causal, precision=kernel_precision(dtype))
     assert_close_to_reference(out, gold, naive)
     empty = torch.isneginf(ptr_lse)
@@ -212,13 +213,13 @@ def test_tma_compatible_follows_the_descriptor_rules():
 def test_launcher_picks_tma_only_on_hopper_for_compatible_tensors(monkeypatch):
     q = torch.empty(1, 2, 16, 64, dtype=torch.float16).as_subclass(OnCuda)
     odd = torch.empty(1, 2, 16, 20, dtype=torch.float16).as_subclass(OnCuda)
-    monkeypatch.setattr(ft, "_BUILT_INTERPRETED", False)
+    monkeypatch.setattr(fk, "BUILT_INTERPRETED", False)
     for cap, expect in (((8, 0), False), ((8, 9), False), ((9, 0), True), ((10, 0), True)):
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, cap=cap: cap)
-        assert ft._use_tma(q, q, q) is expect, cap
-        assert ft._use_tma(odd, odd, odd) is False
-    monkeypatch.setattr(ft, "_BUILT_INTERPRETED", True)  # the interpreter: pointer loads by default
-    assert ft._use_tma(q, q, q) is False
+        assert fl.uses_tma(q, q, q) is expect, cap
+        assert fl.uses_tma(odd, odd, odd) is False
+    monkeypatch.setattr(fk, "BUILT_INTERPRETED", True)  # the interpreter: pointer loads by default
+    assert fl.uses_tma(q, q, q) is False
 
 
 @pytest.mark.filterwarnings("ignore:All-NaN slice:RuntimeWarning")  # the interpreter's max
@@ -475,23 +476,23 @@ def test_float32_precision_policy_is_one_rule():
             assert ft.forward_configs(cap, d, dtype_bytes=4, precision="ieee") == [ft.IEEE_FORWARD_CONFIG]
             assert ft.backward_configs(cap, d, "ieee") == [ft.IEEE_BACKWARD_CONFIG]
             assert ft.atomic_backward_configs(cap, d, "ieee") == [ft.IEEE_BACKWARD_CONFIG]
-    assert ft._fixed_forward_config("ieee", None) == (
+    assert fl.fixed_forward_config("ieee", None) == (
         ((ft.INTERPRET_BLOCK_M, ft.INTERPRET_BLOCK_N, None, None), "interpreter") if not CUDA
         else (ft.IEEE_FORWARD_CONFIG, "ieee"))
 
 
 def test_the_launcher_picks_tf32_on_ampere_and_exact_float32_before(monkeypatch):
     q = torch.zeros(1, 2, 16, 64).as_subclass(OnCuda)
-    monkeypatch.setattr(ft, "_BUILT_INTERPRETED", False)
+    monkeypatch.setattr(fk, "BUILT_INTERPRETED", False)
     expect = {(7, 5): ("ieee", (ft.IEEE_FORWARD_CONFIG, "ieee")), (8, 0): ("tf32", None),
               (9, 0): ("tf32", None)}
     for cap, (prec, fixed) in expect.items():
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, cap=cap: cap)
-        assert ft._precision(q, None) == prec and ft._fixed_forward_config(prec, None) == fixed
-        assert ft._precision(q.half(), None) == "tf32"
-        assert ft._precision(q, "ieee") == "ieee"
-        assert ft._fixed_forward_config("ieee", None) == (ft.IEEE_FORWARD_CONFIG, "ieee")
-        assert ft._fixed_forward_config(prec, (64, 32, 4, 2)) == ((64, 32, 4, 2), "config")
+        assert fl.dot_precision(q, None) == prec and fl.fixed_forward_config(prec, None) == fixed
+        assert fl.dot_precision(q.half(), None) == "tf32"
+        assert fl.dot_precision(q, "ieee") == "ieee"
+        assert fl.fixed_forward_config("ieee", None) == (ft.IEEE_FORWARD_CONFIG, "ieee")
+        assert fl.fixed_forward_config(prec, (64, 32, 4, 2)) == ((64, 32, 4, 2), "config")
 
 
 # ---------------------------------------------------------------- configurations
@@ -514,14 +515,14 @@ def test_a_fixed_config_is_used_reported_and_reproducible():
 def test_the_autotuner_keys_on_a_batch_heads_bucket_and_its_choice_is_recorded(monkeypatch):
     assert "BH_BUCKET" in ft.FWD_AUTOTUNE_KEY
     q = torch.zeros(2, 4, 100, 64).as_subclass(OnCuda)
-    key = ft._launch_key(q, q, q, True, "tf32", False)
+    key = fl.launch_key(q, q, q, True, "tf32", False)
     assert key[2:5] == (128, 128, 8)  # L_q, L_k and B * H buckets
-    assert ft._launch_key(torch.zeros(8, 8, 100, 64), q, q, True, "tf32", False)[4] == 64
-    monkeypatch.setattr(ft, "_BUILT_INTERPRETED", False)
+    assert fl.launch_key(torch.zeros(8, 8, 100, 64), q, q, True, "tf32", False)[4] == 64
+    monkeypatch.setattr(fk, "BUILT_INTERPRETED", False)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
-    monkeypatch.setattr(ft, "_TUNED", {})
+    monkeypatch.setattr(fl, "TUNED", {})
     assert ft.chosen_forward_config(q, q, q, causal=True) is None  # nothing tuned yet
-    ft._TUNED[ft._launch_key(q, q, q, True, "tf32", False)] = (128, 64, 8, 3)
+    fl.TUNED[fl.launch_key(q, q, q, True, "tf32", False)] = (128, 64, 8, 3)
     assert ft.chosen_forward_config(q, q, q, causal=True) == dict(
         block_m=128, block_n=64, num_warps=8, num_stages=3, precision="tf32", how="autotuned")
     assert ft.chosen_forward_config(q, q, q, causal=True, precision="ieee")["how"] == "ieee"
@@ -549,14 +550,14 @@ def _launchable(grid):
 def test_grids_launch_for_more_than_65535_batch_heads(monkeypatch):
     # B * H = 70,000 (y stops at 65,535 on CUDA): every launch puts it on the x axis
     q = torch.zeros(1, 70_000, 3, 16)
-    stand_ins = {name: _Grids() for name in ("_attn_fwd_fixed", "_attn_bwd_preprocess", "_attn_bwd_dkdv",
-                                             "_attn_bwd_dq")}
+    stand_ins = {name: _Grids() for name in ("attn_fwd", "attn_bwd_preprocess", "attn_bwd_dkdv",
+                                             "attn_bwd_dq")}
     for name, s in stand_ins.items():
-        monkeypatch.setattr(ft, name, s)
+        monkeypatch.setattr(fk, name, s)
     ft.triton_attention_forward(q, q, q)
     lse = torch.zeros(1, 70_000, 3)
     for mode in ft.BACKWARDS:
-        ft._backward(q, q, q, q, q, lse, None, 0.25, mode)
+        fl.backward(q, q, q, q, q, lse, None, 0.25, mode)
     grids = [g for s in stand_ins.values() for g in s.grids]
     assert len(grids) == 1 + 2 + 3 and all(_launchable(g) for g in grids), grids
     assert all(g[0] >= 70_000 for g in grids)

@@ -152,14 +152,15 @@ def autotune_config(module: Any = None) -> Optional[Dict[str, Any]]:
     {"BLOCK_M": ..., "BLOCK_N": ..., "num_warps": ..., "num_stages": ...}}``, written next to a
     Triton row so that a recorded number says which tile produced it.
 
-    ``module`` (default :mod:`attn_edu.kernels.flash_triton`) is asked first for a
+    ``module`` (default the FlashAttention kernels' launch module,
+    ``attn_edu.kernels.flash_triton.launch``, which holds the forward's autotuner) is asked first for a
     ``chosen_config()`` function; without one, its Triton autotuners are read (their
     ``best_config``, the choice for the key of the latest call). None when nothing was
     tuned (Triton's interpreter, or no call yet) or triton is missing.
     """
     if module is None:
         try:
-            from ..kernels import flash_triton as module
+            from ..kernels.flash_triton import launch as module
         except ImportError:  # pragma: no cover - the kernels import without triton
             return None
     chosen = getattr(module, "chosen_config", None)

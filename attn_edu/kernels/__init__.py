@@ -16,8 +16,12 @@ imported on first access. Triton 3.9 decides between compiled and interpreted ke
 when ``@triton.jit`` runs, i.e. when a kernel module is first imported; set
 ``TRITON_INTERPRET=1`` before that on a machine without a GPU.
 
-A kernel file holds kernels, their launchers and their input checks; the benchmarks are
-in :mod:`attn_edu.bench`.
+The FlashAttention kernels are a package split by job (``flash_triton/``: ``kernels``,
+``launch``, ``api``, ``aot``, see :mod:`attn_edu.kernels.flash_triton`); the block-sparse and
+decode kernels are one file each, kernels, launcher and input check. All three take triton
+from one guarded import (``attn_edu.kernels._shared``) and check their inputs with one
+function (``attn_edu.kernels._targets.check_kernel_inputs``). The benchmarks are in
+:mod:`attn_edu.bench`.
 """
 from __future__ import annotations
 

@@ -1,10 +1,16 @@
-"""What the Triton kernels share: base-2 softmax constants, the padded head size, AOT records.
+"""What the Triton kernels share: the guarded triton import, base-2 softmax constants, the
+padded head size, launch grids, AOT records.
+
+The one guarded ``import triton`` of the kernel modules is here: they take ``triton``,
+``tl`` and ``HAS_TRITON`` from this module (None, None and False without triton, so
+they import, and a page can print their source, where triton is missing), and decorate
+their kernels with :func:`jit`.
 
 The kernels compute ``exp`` as ``exp2`` (one instruction on a GPU): scores are scaled by
 ``LOG2E`` = log2(e) before, and a base-2 log-sum-exp is turned back into a natural one by
 ``LN2`` = ln(2). Both are ``tl.constexpr`` so ``@triton.jit`` code can use them by name;
 ``.value`` is the Python float for launchers. Importing this module imports triton when
-it is installed (the kernel modules import it anyway); package-internal (the underscore).
+it is installed (the kernel modules need it anyway); package-internal (the underscore).
 """
 from __future__ import annotations
 
@@ -12,12 +18,29 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-try:
+try:  # guarded: the rest of attn_edu never needs triton
+    import triton
+    import triton.language as tl
     from triton.language import constexpr
-except ImportError:  # pragma: no cover - no triton: the kernels cannot run, the numbers remain
-    class constexpr:  # noqa: N801 - stands in for triton.language.constexpr
+
+    HAS_TRITON = True
+except ImportError:  # pragma: no cover - triton is in requirements.txt
+    triton = None
+    tl = None
+    HAS_TRITON = False
+
+    class constexpr:  # noqa: N801 - stands in for triton.language.constexpr (the numbers remain)
         def __init__(self, value: float) -> None:
             self.value = value
+
+
+def jit(fn: Callable) -> Any:
+    """``triton.jit(fn)`` when triton is installed; the plain function otherwise (so a kernel
+    module imports, and ``inspect.getsource`` reads its kernels, without triton). Triton reads
+    ``TRITON_INTERPRET`` here, when it decorates: the kernel is built for the interpreter or
+    for the GPU once, at the import of its module."""
+    return triton.jit(fn) if HAS_TRITON else fn
+
 
 #: log2(e). The kernels use exp2, so scores are scaled by it first.
 LOG2E = constexpr(math.log2(math.e))

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-__all__ = ["Target", "TARGETS", "OutOfResources", "PRECISIONS", "TF32_MIN_CAPABILITY", "has_tf32",
+__all__ = ["Target", "TARGETS", "OutOfResources", "PRECISIONS", "TF32_MIN_CAPABILITY",
+           "TENSOR_CORE_MIN_CAPABILITY", "has_tf32",
            "float32_precisions", "input_precision", "cuda_dtype_problem", "interpreter_dtype_problem",
            "check_runnable", "KernelLimits", "KERNEL_DTYPES", "check_kernel_inputs"]
 
@@ -47,6 +48,11 @@ TARGETS: Dict[str, Target] = {t.arch: t for t in [
 PRECISIONS = ("tf32", "ieee")
 #: TF32 tensor cores exist from compute capability 8.0 (Ampere) on; a T4 (7.5) has none.
 TF32_MIN_CAPABILITY = (8, 0)
+#: From this compute capability on Triton 3.9 turns ``tl.dot`` into tensor-core instructions
+#: (``mma.sync``, and ``wgmma`` on Hopper); before it (a T4, 7.5, although its hardware has
+#: float16 tensor cores) into FMA loops, the ``matrix`` column of the compile report. The
+#: launchers keep one small configuration there, and ``impl="auto"`` prefers PyTorch's SDPA.
+TENSOR_CORE_MIN_CAPABILITY = (8, 0)
 
 
 def has_tf32(capability: Optional[Tuple[int, int]]) -> bool:
@@ -192,6 +198,24 @@ class KernelLimits:
     gqa: bool = False
     interpreter_bfloat16: bool = False
 
+    def dtype_problem(self, dtype_name: str) -> Optional[str]:
+        """Why the kernel refuses q, k, v of ``dtype_name`` (the message of its TypeError), or
+        None when ``dtypes`` holds it."""
+        if dtype_name in self.dtypes:
+            return None
+        return (f"{self.name} supports dtypes {', '.join(self.dtypes)}; got q, k, v of dtype {dtype_name}. "
+                f"Use {self.instead} for {dtype_name}, or convert, e.g. q.float().")
+
+    def head_dim_problem(self, d_k: int, d_v: int) -> Optional[str]:
+        """Why the kernel refuses these head dimensions (the message of its ValueError), or None
+        when both lie within ``head_dims``."""
+        lo, hi = self.head_dims
+        for arg, axis, d in (("d_k", "the last axis of q and k", d_k), ("d_v", "the last axis of v", d_v)):
+            if not lo <= d <= hi:
+                return (f"{self.name} supports head dimensions from {lo} to {hi} (padded inside to a power "
+                        f"of two >= 16); got {arg} = {d} ({axis}). Use {self.instead} for other heads.")
+        return None
+
 
 def check_kernel_inputs(limits: KernelLimits, q: object, k: object, v: object, built_interpreted: bool,
                         enable_gqa: bool = False) -> Tuple[str, Tuple[int, ...], int]:
@@ -209,15 +233,15 @@ def check_kernel_inputs(limits: KernelLimits, q: object, k: object, v: object, b
     import importlib.util
 
     from .. import _checks
-    from ..reference_torch import require_tensor
+    from .._call import require_tensor
 
     name, args = limits.name, (("q", q), ("k", k), ("v", v))
     for arg, x in args:
         require_tensor(arg, x)
     dt = _checks.check_float_dtypes(q=_checks.dtype_name(q), k=_checks.dtype_name(k), v=_checks.dtype_name(v))
-    if dt not in limits.dtypes:
-        raise TypeError(f"{name} supports dtypes {', '.join(limits.dtypes)}; got q, k, v of dtype {dt}. "
-                        f"Use {limits.instead} for {dt}, or convert, e.g. q.float().")
+    problem = limits.dtype_problem(dt)
+    if problem:
+        raise TypeError(problem)
     _checks.same_devices(q=q.device, k=k.device, v=v.device)
     batch, group = _checks.check_qkv_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape),
                                             enable_gqa and limits.gqa)
@@ -229,11 +253,9 @@ def check_kernel_inputs(limits: KernelLimits, q: object, k: object, v: object, b
         heads = "H_q may be a multiple of H_kv with enable_gqa=True" if limits.gqa else "no grouped-query heads"
         raise ValueError(f"{name} needs q, k and v with the same batch and head axes (no broadcasting; "
                          f"{heads}); got q {tuple(q.shape)} and k {tuple(k.shape)}")
-    lo, hi = limits.head_dims
-    for arg, axis, d in (("d_k", "the last axis of q and k", q.shape[-1]), ("d_v", "the last axis of v", v.shape[-1])):
-        if not lo <= d <= hi:
-            raise ValueError(f"{name} supports head dimensions from {lo} to {hi} (padded inside to a power "
-                             f"of two >= 16); got {arg} = {d} ({axis}). Use {limits.instead} for other heads.")
+    problem = limits.head_dim_problem(q.shape[-1], v.shape[-1])
+    if problem:
+        raise ValueError(problem)
     check_runnable(q.device, dt, built_interpreted, name, limits.interpreter_bfloat16)
     if importlib.util.find_spec("triton") is None:  # pragma: no cover - triton is in requirements.txt
         raise ImportError(f"{name} needs the triton package: pip install triton")

@@ -75,19 +75,12 @@ from ..masks import TilePlan, plan_tiles
 from ..masks.tiles import unpack_plan
 from . import _interpret
 from . import _targets
-from ._shared import LN2, LOG2E, AotKernel, launch_grid, padded_head_dim
+from ._shared import LN2, LOG2E, AotKernel, launch_grid, padded_head_dim, tl, triton
 
-try:  # guarded: importing attn_edu never needs torch or triton
+try:  # guarded: importing attn_edu never needs torch (triton's guard is in _shared)
     import torch
 except ImportError:  # pragma: no cover - torch is needed for everything below
     torch = None
-
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # pragma: no cover - exercised only where triton is missing
-    triton = None
-    tl = None
 
 __all__ = [
     "block_sparse_attention",

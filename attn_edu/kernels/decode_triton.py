@@ -50,19 +50,9 @@ from torch import Tensor
 
 from .. import _checks
 from ..decoding.split_kv import chunk_size
-from ..reference_torch import require_tensor
+from .._call import require_tensor
 from . import _interpret, _targets
-from ._shared import LN2, LOG2E, TRITON_DTYPES, causal_offset_arg, padded_head_dim
-
-try:  # guarded: the rest of attn_edu never needs triton
-    import triton
-    import triton.language as tl
-
-    HAS_TRITON = True
-except ImportError:  # pragma: no cover - triton is in requirements.txt
-    triton = None
-    tl = None
-    HAS_TRITON = False
+from ._shared import HAS_TRITON, LN2, LOG2E, TRITON_DTYPES, causal_offset_arg, jit, padded_head_dim, tl
 
 __all__ = ["split_kv_decode", "check_decode_inputs", "DecodeConfig", "DECODE_CONFIGS", "INTERPRET_CONFIG",
            "pick_config", "choose_num_splits", "block_m_for", "compile_specs", "LIMITS",
@@ -84,15 +74,10 @@ _BUILT_INTERPRETED = _interpret.requested()
 LIMITS = _targets.KernelLimits("the Triton decode kernel", "attn_edu.decoding.split_kv_attention", gqa=True)
 
 
-def _jit(fn):
-    """``triton.jit`` when triton is installed; the plain function otherwise."""
-    return triton.jit(fn) if HAS_TRITON else fn
-
-
 # ----------------------------------------------------------------------------
 # Kernels
 # ----------------------------------------------------------------------------
-@_jit
+@jit
 def _split_kernel(Q, K, V, SeqLens, OPart, MPart, LPart,
                   stride_qb, stride_qh, stride_qm, stride_qd,
                   stride_kb, stride_kh, stride_kn, stride_kd,
@@ -180,7 +165,7 @@ def _split_kernel(Q, K, V, SeqLens, OPart, MPart, LPart,
     tl.store(LPart + part, l_i, mask=row_ok)
 
 
-@_jit
+@jit
 def _reduce_kernel(OPart, MPart, LPart, Out, Lse,
                    stride_ob, stride_oh, stride_om, stride_od,
                    HQ, LQ, NUM_SPLITS, HEAD_DV: tl.constexpr,

@@ -1,0 +1,463 @@
+"""How the FlashAttention kernels are launched: block sizes, the autotuner, TMA, the launchers.
+
+Part of :mod:`attn_edu.kernels.flash_triton` (the kernels are in its ``kernels`` module, the
+public functions in ``api``). Everything here is decided on the host, before a launch:
+
+* the block sizes (BLOCK_M, BLOCK_N, num_warps, num_stages): on a GPU from compute
+  capability 8.0 the forward is autotuned over ``FWD_CONFIGS_CUDA`` pruned per GPU, head
+  dimension and dtype (:func:`forward_configs`, from the compile report's spills and shared
+  memory); before 8.0 and for exact float32 one fixed configuration; under the interpreter
+  small fixed blocks; the backward's are fixed per GPU (:func:`backward_configs`,
+  :func:`atomic_backward_configs`);
+* what ``tl.dot`` multiplies float32 with (``attn_edu.kernels._targets.input_precision``);
+* TMA tensor descriptors on Hopper (:func:`tma_compatible`, :func:`uses_tma`) and the
+  scratch memory Triton asks for them;
+* the launchers :func:`forward` and :func:`backward`, which trust their arguments: the
+  public functions checked them once (``api.check_triton_inputs``).
+
+Explained in chapter 10 (block sizes, the autotuner's cost on a reader's first call, TMA).
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from ... import _checks
+from .. import _targets
+from .._shared import HAS_TRITON, LOG2E, causal_offset_arg, launch_grid, padded_head_dim, triton
+from . import kernels
+
+__all__ = ["forward_configs", "forward_shared_memory", "backward_configs", "atomic_backward_configs",
+           "tma_compatible", "BACKWARDS", "BACKWARD_FLOAT32", "TMA_MIN_CAPABILITY", "TMA_EXTRA_SHARED",
+           "IEEE_FORWARD_CONFIG", "IEEE_BACKWARD_CONFIG"]
+
+
+# ----------------------------------------------------------------------------
+# Block sizes: autotuned on a GPU, fixed and small under the interpreter
+# ----------------------------------------------------------------------------
+#: The forward's search space on a GPU of compute capability 8.0 or newer (BLOCK_M,
+#: BLOCK_N, num_warps, num_stages), the one of Triton's fused-attention tutorial:
+#: BLOCK_M in {64, 128}, BLOCK_N in {32, 64, 128}, 2-4 stages, 4 or 8 warps (36 in all).
+#: :func:`~attn_edu.kernels.flash_triton.forward_configs` prunes it to at most 12 per GPU and head dimension.
+FWD_CONFIGS_CUDA = [(bm, bn, w, s) for bm in (64, 128) for bn in (32, 64, 128)
+                    for w in (4, 8) for s in (2, 3, 4)]
+#: (BLOCK_M, BLOCK_N, num_warps) that spill registers at head dimension 128 on sm_80 and
+#: sm_90a in every stage count (``python -m attn_edu.kernels.report``): left out for d > 64;
+#: before Hopper also the 8-warp 128 x 128 tile (it spills on sm_80).
+FWD_SPILL_TILES_D128 = {(64, 128, 4), (128, 64, 4), (128, 128, 4)}
+FWD_SPILL_TILES_D128_AMPERE = FWD_SPILL_TILES_D128 | {(128, 128, 8)}
+#: float32 on TF32 tensor cores (the default from 8.0), whose tiles of 4-byte operands take twice
+#: the registers and shared memory of half ones, so a short list of its own, pruned like
+#: the half one. Before Hopper its 64 x 64 tile with 4 warps spills at d = 128 (432 B on
+#: sm_80 in the compile report), as do the 4-warp 128-row tiles (not in the list).
+FWD_CONFIGS_TF32 = [(bm, bn, w, s) for bm, bn, w in ((64, 32, 4), (64, 64, 4), (128, 64, 8)) for s in (2, 3)]
+FWD_SPILL_TILES_TF32_D128_AMPERE = {(64, 64, 4)}
+#: Whole configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) that spill registers in
+#: ``python -m attn_edu.kernels.report`` (Triton 3.9), by (GPU family 80 or 90, head
+#: dimension bucket 64 or 128, bytes per input element): left out of the search. Near 255
+#: registers a thread, ptxas spills a few bytes in some stage counts and not in others.
+FWD_SPILL_CONFIGS: Dict[Tuple[int, int, int], set] = {
+    (80, 64, 2): {(64, 32, 4, 4), (64, 64, 4, 4), (128, 64, 4, 2)},
+    (80, 128, 2): {(64, 64, 4, 2), (128, 32, 4, 2), (128, 32, 4, 3), (128, 32, 4, 4), (128, 64, 8, 2)},
+}
+#: Shared memory per block (bytes, opt-in maximum) assumed for a compute capability that
+#: ``attn_edu.kernels._targets.TARGETS`` does not list: 99 KiB, the smallest from 8.0
+#: on (8.6 and 8.9, e.g. an RTX 3090 or an L4).
+SHARED_MEMORY_FALLBACK = 101376
+#: Before compute capability 8.0 (Colab's T4 is 7.5) Triton 3.9 emits no tensor-core
+#: instructions: both tl.dot become FMA loops, and num_stages does nothing (no
+#: asynchronous copies). One small configuration, so nothing is autotuned on a 2-core
+#: Colab VM (one compile per kernel); small, because FMA tiles live in registers: the
+#: next size up, 64 x 32, spilled 1.7 KB at d = 64 and 31.6 KB at d = 128 in
+#: ``python -m attn_edu.kernels.report``, where 32 x 32 spills none and 2.6 KB.
+FWD_CONFIGS_PRE_AMPERE = [
+    (32, 32, 4, 1),
+]
+#: Exact float32 (``precision="ieee"``, and every float32 launch before compute capability
+#: 8.0): fused multiply-adds instead of tensor cores, whose tiles live in registers. One
+#: fixed small configuration (BLOCK_M, BLOCK_N, num_warps, num_stages) for the forward and
+#: one for both backward kernels, never autotuned: autotuning would compile several slow,
+#: spilling kernels one after another on the first call.
+IEEE_FORWARD_CONFIG = (32, 16, 8, 1)
+#: the one (BLOCK_M, BLOCK_N, num_warps, num_stages) of both backward kernels for float32,
+#: which the backward always computes exactly (``BACKWARD_FLOAT32``)
+IEEE_BACKWARD_CONFIG = (16, 16, 2, 1)
+#: Under TRITON_INTERPRET=1 every block is a NumPy call, so the blocks are small and fixed
+#: and tests with L = 65 or 129 still cross several blocks and a ragged last one.
+INTERPRET_BLOCK_M = 32
+INTERPRET_BLOCK_N = 32
+#: Backward blocks on a GPU. The dK/dV program holds BLOCK_N keys and streams BLOCK_M
+#: queries past them; the dQ program mirrors it (BLOCK_N queries, BLOCK_M keys per step).
+BWD_BLOCK_M_CUDA, BWD_BLOCK_N_CUDA, BWD_WARPS_CUDA, BWD_STAGES_CUDA = 32, 64, 4, 2
+#: Tried in order (BLOCK_M, BLOCK_N, num_warps, num_stages), the first that fits the GPU's
+#: shared memory is used. The second is for GPUs with 64 KiB per block (a T4) and head
+#: dimension 128, where the first needs ~100 KiB in float32 and ~80 KiB in float16; from
+#: compute capability 8.0 on the first always fits (:func:`~attn_edu.kernels.flash_triton.backward_configs`).
+BWD_CONFIGS_CUDA = [
+    (BWD_BLOCK_M_CUDA, BWD_BLOCK_N_CUDA, BWD_WARPS_CUDA, BWD_STAGES_CUDA),
+    (16, 32, 4, 1),
+]
+
+
+def backward_configs(capability: Tuple[int, int], head_dim: int = 64, precision: str = "tf32") -> list:
+    """The backward configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) the launcher
+    tries in order on a GPU of this compute capability (fixed: the backward is never
+    autotuned). ``precision="ieee"`` (exact float32): ``IEEE_BACKWARD_CONFIG``. Before 8.0
+    (a T4: FMA code, 64 KiB of shared memory) the small last entry of ``BWD_CONFIGS_CUDA``,
+    which spills least there. From 8.0 the first (at most ~64 KiB of shared memory, the
+    smallest of those GPUs has 99 KiB), with 8 warps above d = 64 before Hopper (4 spill
+    on sm_80 there)."""
+    if precision == "ieee":
+        return [IEEE_BACKWARD_CONFIG]
+    cap = tuple(capability)
+    if cap < _targets.TENSOR_CORE_MIN_CAPABILITY:
+        return [BWD_CONFIGS_CUDA[-1]]
+    bm, bn, warps, stages = BWD_CONFIGS_CUDA[0]
+    return [(bm, bn, 8 if head_dim > 64 and cap < TMA_MIN_CAPABILITY else warps, stages)]
+
+
+#: From this compute capability on (Hopper) the forward copies its Q, K and V tiles with
+#: TMA tensor descriptors when :func:`tma_compatible` allows; before it, pointer loads.
+TMA_MIN_CAPABILITY = (9, 0)
+
+
+#: Bytes of shared memory a TMA forward needs beyond its tiles, for the copies' barriers
+#: (mbarrier objects) and their alignment (at most 1 KiB in every sm_90a row of the report).
+TMA_EXTRA_SHARED = 1024
+
+
+def atomic_backward_configs(capability: Tuple[int, int], head_dim: int = 64, precision: str = "tf32") -> list:
+    """The configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) ``backward="atomic_dq"``
+    tries in order on a GPU of this compute capability (the compile report's choice).
+
+    From 9.0, 64 x 64 tiles and 8 warps: all five matmuls become ``wgmma`` (the atomic dQ
+    product has BLOCK_M rows and wgmma needs 64) with no spills at d = 64 and 128; then
+    32 x 64 for GPUs with less shared memory. From 8.0, 32 x 64 with 8 warps (4 spill at
+    d = 64 and 128 on sm_80), then the small tile; before 8.0 and for ``precision="ieee"``
+    the two-kernel list (:func:`~attn_edu.kernels.flash_triton.backward_configs`)."""
+    cap = tuple(capability)
+    if precision == "ieee" or cap < _targets.TENSOR_CORE_MIN_CAPABILITY:
+        return backward_configs(cap, head_dim, precision)
+    if cap >= TMA_MIN_CAPABILITY:
+        return [(64, 64, 8, 2), (32, 64, 8, 2)]
+    return [(32, 64, 8, 2), BWD_CONFIGS_CUDA[-1]]
+
+
+def forward_shared_memory(config: Tuple[int, int, int, int], head_dim: int,
+                          dtype_bytes: int = 2, tma: bool = False) -> int:
+    """Estimated shared memory (bytes) of one forward program: the Q tile plus ``num_stages``
+    buffers of a K and a V tile, ``dtype_bytes * (BLOCK_M * D + stages * BLOCK_N * 2 * D)``
+    with D the padded head dimension, plus ``TMA_EXTRA_SHARED`` with ``tma``. An upper
+    bound within 1 KiB of what Triton 3.9 allocates on sm_90a (TMA), an upper bound on sm_80
+    (``python -m attn_edu.kernels.report`` measures both)."""
+    bm, bn, _, stages = config
+    d = padded_head_dim(head_dim)
+    return dtype_bytes * (bm * d + stages * bn * 2 * d) + (TMA_EXTRA_SHARED if tma else 0)
+
+
+def forward_configs(capability: Tuple[int, int], head_dim: int = 64,
+                    shared_memory: Optional[int] = None, dtype_bytes: int = 2,
+                    precision: str = "tf32") -> list:
+    """The forward configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) the autotuner
+    tries on a GPU of this compute capability for head dimension ``head_dim``.
+
+    ``precision="ieee"`` (exact float32, FMA code): ``[IEEE_FORWARD_CONFIG]``, launched
+    without the autotuner. Before 8.0 (a T4, 7.5: no tensor cores in Triton, FMA only) the
+    one small ``FWD_CONFIGS_PRE_AMPERE``. From 8.0 on, ``FWD_CONFIGS_CUDA`` pruned by the two
+    rules of Triton's fused-attention tutorial, ``BLOCK_N <= max(D, 32)`` (D the padded head
+    dimension) and 8 warps only for 128 x 128 tiles (before Hopper, above d = 64, also for
+    128 x 64: the A100's tile at d = 128, clean in the report), and by two from the compile report:
+    no tile of ``FWD_SPILL_TILES_D128`` (before 9.0 ``FWD_SPILL_TILES_D128_AMPERE``) when
+    ``head_dim > 64``, and :func:`forward_shared_memory` (with TMA's barriers from
+    ``TMA_MIN_CAPABILITY`` on) within ``shared_memory`` bytes
+    (default: the limit of ``attn_edu.kernels._targets.TARGETS`` for this capability,
+    else ``SHARED_MEMORY_FALLBACK``). At most 12 configurations at d = 64 and d = 128.
+    float32 on TF32 (``dtype_bytes=4``): ``FWD_CONFIGS_TF32`` pruned the same way (its
+    spills: ``FWD_SPILL_TILES_TF32_D128_AMPERE``), at most 6.
+    """
+    cap = tuple(capability)
+    if precision == "ieee":
+        return [IEEE_FORWARD_CONFIG]
+    if cap < _targets.TENSOR_CORE_MIN_CAPABILITY:
+        return list(FWD_CONFIGS_PRE_AMPERE)
+    if shared_memory is None:
+        known = {divmod(t.capability, 10): t.shared_memory for t in _targets.TARGETS.values()}
+        shared_memory = known.get(cap, SHARED_MEMORY_FALLBACK)
+    d = padded_head_dim(head_dim)
+    measured = FWD_SPILL_CONFIGS.get((90 if cap >= (9, 0) else 80, 64 if d <= 64 else 128, dtype_bytes), set())
+    if dtype_bytes == 4:  # float32 on TF32 tensor cores
+        spills = set() if cap >= (9, 0) else FWD_SPILL_TILES_TF32_D128_AMPERE
+        return [c for c in FWD_CONFIGS_TF32 if c[1] <= max(d, 32) and c not in measured
+                and not (head_dim > 64 and c[:3] in spills)
+                and forward_shared_memory(c, head_dim, 4, cap >= TMA_MIN_CAPABILITY) <= shared_memory]
+    spills = FWD_SPILL_TILES_D128 if cap >= (9, 0) else FWD_SPILL_TILES_D128_AMPERE
+    ampere_d128 = head_dim > 64 and cap < (9, 0)  # the A100's 128 x 64 tile with 8 warps
+    return [c for c in FWD_CONFIGS_CUDA
+            if c[1] <= max(d, 32)
+            and (c[2] == 4 or c[0] * c[1] >= 128 * 128 or (ampere_d128 and c[:2] == (128, 64)))
+            and not (head_dim > 64 and c[:3] in spills) and c not in measured
+            and forward_shared_memory(c, head_dim, dtype_bytes, cap >= TMA_MIN_CAPABILITY) <= shared_memory]
+
+
+#: What the forward's autotuner keys on, length and batch x heads *buckets* (powers of
+#: two: the best tile for B * H = 8 is not the best for 64, where the grid already fills
+#: the GPU), head dims, causality, precision, TMA or pointer loads (Triton adds the dtypes).
+FWD_AUTOTUNE_KEY = ["LQ_BUCKET", "LK_BUCKET", "BH_BUCKET", "HEAD_DK", "HEAD_DV", "CAUSAL",
+                    "INPUT_PRECISION", "USE_TMA"]
+
+
+def _device_shared_memory() -> Optional[int]:
+    """The current GPU's shared memory per block (opt-in maximum), as Triton's driver reports it."""
+    try:
+        props = triton.runtime.driver.active.utils.get_device_properties(torch.cuda.current_device())
+        return int(props["max_shared_mem"])
+    except Exception:  # pragma: no cover - no driver: forward_configs' default
+        return None
+
+
+def _prune_fwd_configs(configs, named_args, **kwargs):
+    """Keep the configurations of :func:`~attn_edu.kernels.flash_triton.forward_configs` for the GPU, head dim and dtype in use."""
+    args = {**named_args, **kwargs}
+    head_dim = max(args.get("HEAD_DK", 64), args.get("HEAD_DV", 64))
+    q = args.get("Q")
+    wanted = set(forward_configs(torch.cuda.get_device_capability(), head_dim, _device_shared_memory(),
+                                 q.element_size() if hasattr(q, "element_size") else 2,
+                                 args.get("INPUT_PRECISION", "tf32")))
+    key = lambda c: (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)  # noqa: E731
+    kept = [c for c in configs if key(c) in wanted]
+    # nothing left (it should not happen): the two small tiles, which fit anywhere
+    return kept or [c for c in configs if key(c) in FWD_CONFIGS_PRE_AMPERE]
+
+
+if HAS_TRITON and not kernels.BUILT_INTERPRETED:
+    # the forward with the autotuner in front, which times the pruned configurations once per
+    # FWD_AUTOTUNE_KEY (and dtype) and launches the fastest (bench.autotune_config reads it)
+    _attn_fwd = triton.autotune(
+        configs=[triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+                 for bm, bn, w, s in FWD_CONFIGS_CUDA + FWD_CONFIGS_PRE_AMPERE],
+        key=FWD_AUTOTUNE_KEY,
+        prune_configs_by={"early_config_prune": _prune_fwd_configs},
+    )(kernels.attn_fwd)
+else:  # the interpreter (and no triton) launch a fixed configuration only
+    _attn_fwd = kernels.attn_fwd
+
+
+# ----------------------------------------------------------------------------
+# Launch decisions: precision, a caller's configuration, TMA
+# ----------------------------------------------------------------------------
+def _strides(x: Tensor):
+    return x.stride(0), x.stride(1), x.stride(2), x.stride(3)
+
+
+def _capability(x: Tensor) -> Optional[Tuple[int, int]]:
+    """The compute capability of ``x``'s GPU; None under the interpreter."""
+    return None if kernels.BUILT_INTERPRETED else tuple(torch.cuda.get_device_capability(x.device))
+
+
+def dot_precision(x: Tensor, precision: Optional[str]) -> str:
+    """The launch's ``tl.dot`` input precision: ``attn_edu.kernels._targets.input_precision``."""
+    return _targets.input_precision(_checks.dtype_name(x.dtype), _capability(x), precision)
+
+
+CONFIG_KEYS = ("block_m", "block_n", "num_warps", "num_stages")
+
+
+def check_config(config) -> Optional[Tuple[int, int, int, int]]:
+    """``config=`` of the public functions as a (BLOCK_M, BLOCK_N, num_warps, num_stages) tuple."""
+    if config is None:
+        return None
+    if isinstance(config, dict):
+        missing = [key for key in CONFIG_KEYS if key not in config]
+        if missing:
+            raise ValueError(f"config as a dict needs the keys {', '.join(CONFIG_KEYS)} (what "
+                             f"chosen_forward_config returns); got {sorted(config)}")
+        config = tuple(config[key] for key in CONFIG_KEYS)
+    if not (isinstance(config, (tuple, list)) and len(config) == 4
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in config)):
+        raise ValueError("config must be (BLOCK_M, BLOCK_N, num_warps, num_stages), four ints, or "
+                         f"the dict chosen_forward_config returns; got {config!r}")
+    bm, bn, warps, stages = config
+    pow2 = lambda x, lo, hi: lo <= x <= hi and x & (x - 1) == 0  # noqa: E731
+    if not (pow2(bm, 16, 256) and pow2(bn, 16, 256) and pow2(warps, 1, 16) and stages >= 1):
+        raise ValueError("config needs BLOCK_M and BLOCK_N powers of two from 16 to 256, num_warps a "
+                         f"power of two from 1 to 16 and num_stages >= 1; got {tuple(config)}")
+    return tuple(config)
+
+
+def fixed_forward_config(precision: str, config: Optional[Tuple[int, int, int, int]]):
+    """The forward's configuration when it is not autotuned, with how it was chosen, else None:
+    the interpreter's small blocks (or ``config``'s), a caller's ``config``, or exact float32's
+    ``IEEE_FORWARD_CONFIG``."""
+    if kernels.BUILT_INTERPRETED:  # (num_warps and num_stages mean nothing there)
+        return config or (INTERPRET_BLOCK_M, INTERPRET_BLOCK_N, None, None), "interpreter"
+    if config is not None:
+        return config, "config"
+    if precision == "ieee":
+        return IEEE_FORWARD_CONFIG, "ieee"
+    return None
+
+
+#: The autotuner's choices in this process, launch key -> (BLOCK_M, BLOCK_N, warps, stages).
+TUNED: dict = {}
+
+
+def launch_key(q: Tensor, k: Tensor, v: Tensor, causal: bool, precision: str, use_tma: bool) -> tuple:
+    """What the forward's autotuner keys on (``FWD_AUTOTUNE_KEY`` and the dtype), plus the device."""
+    B, H, LQ, DK = q.shape
+    return (str(q.device), str(q.dtype), triton.next_power_of_2(LQ), triton.next_power_of_2(k.shape[2]),
+            triton.next_power_of_2(B * H), DK, v.shape[3], causal, precision, use_tma)
+
+
+def tma_compatible(*tensors: Tensor) -> bool:
+    """Whether TMA descriptors can address these (B, H, L, D) tensors: a 16-byte aligned
+    start, unit stride along D, and the other strides multiples of 16 bytes (the row
+    stride always, the batch and head strides where that dimension has more than one
+    entry, since each (b, h) matrix is a descriptor of its own). A contiguous float16 or
+    bfloat16 tensor qualifies when D is a multiple of 8; the launcher falls back to pointer
+    loads otherwise."""
+    for x in tensors:
+        size = x.element_size()
+        if x.data_ptr() % 16 or (x.shape[3] > 1 and x.stride(3) != 1) or (x.stride(2) * size) % 16:
+            return False
+        if any(x.shape[i] > 1 and (x.stride(i) * size) % 16 for i in (0, 1)):
+            return False
+    return True
+
+
+def _torch_scratch(size: int, alignment: int, stream: Optional[int]) -> Tensor:
+    """Global scratch for device-side tensor descriptors, from PyTorch's caching allocator."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def _ensure_scratch_allocator() -> None:
+    """A kernel that builds tensor descriptors on the device needs 128 bytes of global
+    memory per program for them, which Triton asks of the allocator given to
+    ``triton.set_allocator``; install PyTorch's unless the caller has set one."""
+    from triton.runtime import _allocation  # where Triton keeps the current allocator
+
+    current = getattr(_allocation, "_allocator", None)
+    if current is None or isinstance(current.get(), getattr(_allocation, "NullAllocator", ())):
+        triton.set_allocator(_torch_scratch)
+
+
+def uses_tma(q: Tensor, k: Tensor, v: Tensor, precision: str = "tf32") -> bool:
+    """The launcher's choice: TMA descriptors on a GPU from ``TMA_MIN_CAPABILITY`` when the
+    tensors allow them (:func:`tma_compatible`); never under the interpreter's default, nor
+    for exact float32 (FMA code: with descriptors its small tile spills on sm_90a)."""
+    return (not kernels.BUILT_INTERPRETED and q.is_cuda and precision != "ieee"
+            and tuple(torch.cuda.get_device_capability(q.device)) >= TMA_MIN_CAPABILITY
+            and tma_compatible(q, k, v))
+
+
+# ----------------------------------------------------------------------------
+# Launchers
+# ----------------------------------------------------------------------------
+def forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
+            use_tma: Optional[bool] = None, precision: Optional[str] = None, config=None):
+    """Launch the forward on checked inputs: ``(out, lse)``, (B, H, L_q, d_v) and (B, H, L_q).
+
+    ``align`` and ``scale`` as ``api.check_triton_inputs`` returns them; ``use_tma`` None:
+    :func:`uses_tma`; ``config`` as :func:`check_config` returns it (None: autotuned, or the
+    fixed configuration of :func:`fixed_forward_config`). Records an autotuned choice in ``TUNED``.
+    """
+    B, H, LQ, DK = q.shape
+    LK, DV = k.shape[2], v.shape[3]
+    out = torch.empty((B, H, LQ, DV), dtype=q.dtype, device=q.device)  # (B, H, Lq, Dv)
+    lse = torch.empty((B, H, LQ), dtype=torch.float32, device=q.device)  # (B, H, Lq)
+    if LQ == 0:
+        return out, lse
+    if LK == 0:  # no keys: every row is empty
+        return out.zero_(), lse.fill_(float("-inf"))
+    if scale < 0:  # the kernel needs qk_scale > 0 (it takes the max of the raw scores):
+        q, scale = -q, -scale  # (-q) k^T * (-scale) is the same product, exactly
+    args = (q, k, v, out, lse, *_strides(q), *_strides(k), *_strides(v), *_strides(out),
+            H, LQ, LK, scale * LOG2E.value, causal_offset_arg(LQ, LK, align),
+            triton.next_power_of_2(LQ), triton.next_power_of_2(LK), triton.next_power_of_2(B * H))
+    prec = dot_precision(q, precision)
+    use_tma = uses_tma(q, k, v, prec) if use_tma is None else use_tma
+    if use_tma and not kernels.BUILT_INTERPRETED:
+        _ensure_scratch_allocator()
+    meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
+                CAUSAL=align is not None, INPUT_PRECISION=prec, USE_TMA=use_tma)
+    # one grid axis, B * H * query blocks: CUDA's x axis takes 2**31 - 1 programs (y: 65,535)
+    fixed = fixed_forward_config(prec, config)
+    if fixed is not None:
+        (bm, bn, warps, stages), _ = fixed
+        extra = {} if kernels.BUILT_INTERPRETED else dict(num_warps=warps, num_stages=stages)
+        kernels.attn_fwd[launch_grid(B * H, LQ, bm)](*args, **meta, BLOCK_M=bm, BLOCK_N=bn, **extra)
+    else:
+        grid = lambda META: launch_grid(B * H, LQ, META["BLOCK_M"])  # noqa: E731
+        _attn_fwd[grid](*args, **meta)
+        best = _attn_fwd.best_config
+        TUNED[launch_key(q, k, v, align is not None, prec, use_tma)] = (
+            best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"], best.num_warps, best.num_stages)
+    return out, lse
+
+
+#: float32 gradients are computed with exact float32 products (FMA code) and
+#: ``IEEE_BACKWARD_CONFIG`` on every GPU, whatever ``precision`` the forward used: the
+#: backward's TF32 tiles spilled registers on sm_80 and sm_90a in the compile report
+#: (144-284 B at 32 x 64), and its kernels are not autotuned.
+BACKWARD_FLOAT32 = "ieee"
+#: The backward's two schedules, chosen with ``triton_attention(..., backward=...)``.
+#: ``"two_kernels"``, a dK/dV kernel and a dQ kernel, each program owning the rows it writes (7 matmuls per
+#: tile pair, deterministic); ``"atomic_dq"``, FlashAttention-2's Algorithm 2: one kernel
+#: over key blocks adds dQ with float32 atomics (5 matmuls, dQ's rounding order varies).
+BACKWARDS = ("two_kernels", "atomic_dq")
+
+
+def backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+             align: Optional[str], scale: float, mode: str = "two_kernels",
+             precision: Optional[str] = None):
+    """Launch the backward of ``mode`` (one of ``BACKWARDS``) on the forward's saved tensors:
+    ``(dq, dk, dv)`` in the input dtype. The configurations are fixed per GPU
+    (:func:`backward_configs`, :func:`atomic_backward_configs`), tried in order until one fits."""
+    B, H, LQ, DK = q.shape
+    LK, DV = k.shape[2], v.shape[3]
+    dq = torch.zeros((B, H, LQ, DK), dtype=q.dtype, device=q.device)  # contiguous
+    dk = torch.zeros((B, H, LK, DK), dtype=k.dtype, device=k.device)
+    dv = torch.zeros((B, H, LK, DV), dtype=v.dtype, device=v.device)
+    if LQ == 0 or LK == 0:
+        return dq, dk, dv
+    bdk, bdv = padded_head_dim(DK), padded_head_dim(DV)
+    delta = torch.empty((B, H, LQ), dtype=torch.float32, device=q.device)  # (B, H, Lq)
+    # every grid is one axis, B * H * blocks, as in the forward: any B * H launches
+    kernels.attn_bwd_preprocess[launch_grid(B * H, LQ, 32)](
+        out, do, delta, *_strides(out), *_strides(do), H, LQ,
+        HEAD_DV=DV, BLOCK_M=32, BLOCK_DV=bdv)
+    common = (*_strides(q), *_strides(k), *_strides(v), *_strides(do),
+              H, LQ, LK, scale, causal_offset_arg(LQ, LK, align))
+    dot_precision(q, precision)  # (checked; the backward of float32 is exact whatever it says)
+    prec = dot_precision(q, BACKWARD_FLOAT32)
+    meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=bdk, BLOCK_DV=bdv, CAUSAL=align is not None,
+                INPUT_PRECISION=prec)
+    atomic = mode == "atomic_dq"
+    # atomic_dq: dQ accumulates in float32 across programs; otherwise the slot is unused
+    dq_acc = torch.zeros((B, H, LQ, DK), dtype=torch.float32, device=q.device) if atomic else delta
+    if kernels.BUILT_INTERPRETED:
+        configs = [(INTERPRET_BLOCK_M, INTERPRET_BLOCK_N, None, None)]
+    else:
+        cap = _capability(q)
+        pick = atomic_backward_configs if atomic else backward_configs
+        configs = pick(cap, max(DK, DV), prec)
+    for i, (bm, bn, warps, stages) in enumerate(configs):
+        extra = {} if warps is None else dict(num_warps=warps, num_stages=stages)
+        try:
+            kernels.attn_bwd_dkdv[launch_grid(B * H, LK, bn)](
+                q, k, v, do, dk, dv, dq_acc, lse, delta, *common, **meta, ATOMIC_DQ=atomic,
+                BLOCK_M=bm, BLOCK_N=bn, **extra)
+            if atomic:
+                dq = dq_acc.to(q.dtype)
+                break
+            # the dQ kernel mirrors it: bn query rows per program, bm keys per step (its
+            # matmuls then have bn >= 64 rows, what Hopper's wgmma needs)
+            kernels.attn_bwd_dq[launch_grid(B * H, LQ, bn)](
+                q, k, v, do, dq, lse, delta, *common, **meta, BLOCK_M=bn, BLOCK_N=bm, **extra)
+            break
+        except _targets.OutOfResources:  # not enough shared memory on this GPU: smaller blocks
+            if i == len(configs) - 1:
+                raise
+    return dq, dk, dv
+
