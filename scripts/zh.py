@@ -121,7 +121,7 @@ def stamp(chapter: str, cell_id: str) -> None:
 # --------------------------------------------------------------------------- what must match
 _MATH = re.compile(r"\$\$.*?\$\$|(?<![\\$])\$(?!\$)(?:[^$\\]|\\.)+?\$|\\begin\{(\w+\*?)\}.*?\\end\{\1\}", re.S)
 _LINK = re.compile(r"\]\(([^)\s]+)\)|<(https?://[^>\s]+)>")
-_ROLE = re.compile(r"\{(ref|doc|numref|eq|cite|cite:p|cite:t)\}`([^`]*)`")
+_ROLE = re.compile(r"(?<!`)\{(ref|doc|numref|eq|cite|cite:p|cite:t)\}`([^`]*)`")  # not `{cite}` written as inline code
 _LABEL = re.compile(r"^\(([\w-]+)\)=\s*$", re.M)
 
 
