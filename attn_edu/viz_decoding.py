@@ -305,27 +305,44 @@ def quantization_explorer(q, k, v, formats: Sequence[str] = ("int2", "int3", "in
 
 
 # --------------------------------------------------------------------------- measured decoding
-def decode_bandwidth_figure(doc: dict):
+def decode_bandwidth_figure(doc: dict, timing: str = "call"):
     """The bandwidth one decode step achieves (KV-cache bytes read / time) against the cache
     length, one line per implementation and batch size, from a
-    :func:`attn_edu.bench.decode_sweep` document; the title names the device and date."""
+    :func:`attn_edu.bench.decode_sweep` document; the title names the device and date.
+
+    ``timing="call"`` divides by the median time of an ordinary call (``median_ms``, launch
+    overhead included: ``gb_per_s``); ``timing="graph"`` by the step's time replayed from a
+    CUDA graph (``graph_median_ms``: the GPU's own time, what a server that captures its
+    decode step pays), leaving out the rows that could not be captured.
+    """
     import plotly.graph_objects as go
 
-    rows = [r for r in doc.get("results", []) if "error" not in r and r.get("gb_per_s")]
+    if timing not in ("call", "graph"):
+        raise ValueError(f"timing must be 'call' or 'graph'; got {timing!r}")
+
+    def gb_per_s(r):
+        if timing == "call":
+            return r.get("gb_per_s")
+        ms = r.get("graph_median_ms")
+        return r["kv_bytes"] / (ms * 1e-3) / 1e9 if ms else None
+
+    rows = [(r, gb_per_s(r)) for r in doc.get("results", []) if "error" not in r]
+    rows = [(r, g) for r, g in rows if g]
     if not rows:
-        raise ValueError("the decode sweep has no timed rows to plot")
+        raise ValueError(f"the decode sweep has no timed rows to plot (timing={timing!r})")
     fig = go.Figure()
-    keys = sorted({(r["impl"], r["batch"]) for r in rows})
+    keys = sorted({(r["impl"], r["batch"]) for r, _ in rows})
     impls = sorted({impl for impl, _ in keys})
     for impl, batch in keys:
-        pts = sorted((r["context"], r["gb_per_s"]) for r in rows if (r["impl"], r["batch"]) == (impl, batch))
+        pts = sorted((r["context"], g) for r, g in rows if (r["impl"], r["batch"]) == (impl, batch))
         fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers",
                         name=f"{impl}, batch {batch}",
                         line=dict(color=_COLOURS[impls.index(impl) % 8], dash="solid" if batch == 1 else "dot"))
     dev, cfg = doc["device"], doc.get("config", {})
+    how = "replayed from a CUDA graph" if timing == "graph" else "one ordinary call"
     fig.update_layout(
         height=420, xaxis=dict(type="log", title="KV-cache length (tokens)"),
-        yaxis=dict(title="GB/s read from the KV cache"),
+        yaxis=dict(title=f"GB/s read from the KV cache ({how})"),
         title=(f"One decode step, measured on {dev['name']} ({dev['kind']}), {doc['date'][:10]}<br>"
                f"H_q={cfg.get('heads')}, H_kv={cfg.get('kv_heads')}, d={cfg.get('d')}, {cfg.get('dtype')}"))
     return fig

@@ -18,6 +18,20 @@ def run_jobs(rank, world_size, jobs):
     return [run_attention(rank, world_size, q, k, v, dout=do, **options) for q, k, v, do, options in jobs]
 
 
+def exchange_counted(rank, world_size):
+    """One exchange round the ring inside a record: the bytes received before and after the
+    wait, and the (sent, received) block logs."""
+    from attn_edu.distributed import comm
+
+    send = torch.arange(16, dtype=torch.float32) + 100 * rank
+    recv = torch.empty_like(send)
+    with comm.record() as rec:
+        transfer = comm.exchange(send, (rank + 1) % world_size, recv, (rank - 1) % world_size)
+        before = rec.received
+        transfer.wait()
+    return before, rec.received, (rec.sent_blocks, rec.received_blocks)
+
+
 def ulysses_bad_heads(rank, world_size):
     q = torch.zeros(1, 3, 4, 8)  # 3 heads on 2 ranks
     try:

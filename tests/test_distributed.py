@@ -144,10 +144,28 @@ def test_derived_bytes():
     # for large P the ring sends the whole K and V, Ulysses 4/P of Q, K, V, O
     big = D.ring_bytes(1, 8, 2**20, 128, 1024, itemsize=2)
     assert abs(big / (2 * 8 * 2**20 * 128 * 2) - 1) < 1e-3
+    # grouped-query attention: Q and O with H heads, K and V with H_kv
+    assert D.ulysses_bytes(1, 4, 8, 2, 4, itemsize=2, kv_heads=4) == D.ulysses_bytes(1, 4, 8, 2, 4, itemsize=2)
+    assert D.ulysses_bytes(1, 4, 8, 2, 4, itemsize=2, kv_heads=2) == (2 * 4 + 2 * 2) * 2 * 2 * 2 * 3 // 4
+    assert (D.ulysses_bytes(1, 4, 8, 2, 4, itemsize=2, kv_heads=2, backward=True)
+            == 2 * D.ulysses_bytes(1, 4, 8, 2, 4, itemsize=2, kv_heads=2))
+    with pytest.raises(ValueError, match="kv_heads"):
+        D.ulysses_bytes(1, 4, 8, 2, 4, kv_heads=0)
     with pytest.raises(ValueError, match="not divisible"):
         D.ring_bytes(1, 1, 10, 2, 4)
     with pytest.raises(ValueError, match="world_size must be at least 1"):
         D.ulysses_bytes(1, 1, 10, 2, 0)
+
+
+@pytest.mark.parametrize("heads,kv_heads", [(64, 64), (64, 8), (32, 8), (8, 1)])
+def test_the_ring_sends_fewer_bytes_than_ulysses_exactly_while_P_is_below_1_plus_H_over_Hkv(heads, kv_heads):
+    # ring / Ulysses = P H_kv / (H + H_kv) (chapter 14): equal at P = 1 + H / H_kv
+    L = 9 * 2**20
+    for p in (2, 3, 4, 8, 9, 16, 32, 64):
+        ring = D.ring_bytes(1, kv_heads, L, 128, p)
+        uly = D.ulysses_bytes(1, heads, L, 128, p, kv_heads=kv_heads)
+        assert abs(ring / uly - p * kv_heads / (heads + kv_heads)) < 1e-9
+        assert (ring < uly) == (p < 1 + heads / kv_heads)
 
 
 # --------------------------------------------------------------------------- one block's backward
@@ -280,11 +298,23 @@ def check_run(results, q, k, v, do, world_size, method, layout, causal):
     want = comm_bytes(method, q, k, v, world_size, backward=True)
     assert [r["sent"] for r in results] == [want] * world_size, what
     assert [r["received"] for r in results] == [want] * world_size, what
+    assert_blocks_arrived_as_sent(results, what)
     if method == "ring":  # forward and backward each compute every allowed pair once
         pairs = collections.Counter((i, j) for r in results for _, i, j, _ in r["pairs"])
         assert set(pairs.values()) == {2}
         assert all(j <= i for i, j in pairs) if causal else len(pairs) == (
             world_size * sharding.chunk_count(layout)) ** 2
+
+
+def assert_blocks_arrived_as_sent(results, what=""):
+    """What rank b received from rank a is, block for block and byte for byte, what a sent b."""
+    for a, ra in enumerate(results):
+        for b, rb in enumerate(results):
+            sent = [(op, n, h) for op, peer, n, h in ra["sent_blocks"] if peer == b]
+            got = [(op, n, h) for op, peer, n, h in rb["received_blocks"] if peer == a]
+            assert sent == got, f"{what}: rank {a} -> rank {b}"
+            assert all(h is not None for _, _, h in got), what  # CPU tensors: fingerprinted
+    assert [r["received"] for r in results] == [sum(b[2] for b in r["received_blocks"]) for r in results]
 
 
 def correctness_jobs():
@@ -306,6 +336,16 @@ def run_correctness(world_size, jobs):
         results = [runs[r][j] for r in range(world_size)]
         check_run(results, q, k, v, do, world_size, options["method"], options["layout"], options["causal"])
     return runs
+
+
+@pytest.mark.slow  # starts two processes
+def test_received_counts_what_arrived_not_the_buffers_posted():
+    before, after, blocks = zip(*D.launch(dist_workers.exchange_counted, 2))
+    assert before == (0, 0)  # a receive posted but not waited for has not arrived
+    assert after == (64, 64)  # 16 float32 numbers each way, once the wait returns
+    sent_by_0 = [(op, n, h) for op, peer, n, h in blocks[0][0] if peer == 1]
+    received_by_1 = [(op, n, h) for op, peer, n, h in blocks[1][1] if peer == 0]
+    assert sent_by_0 == received_by_1 and len(sent_by_0) == 1 and sent_by_0[0][2] is not None
 
 
 @pytest.mark.slow  # starts two processes (about 10 s)

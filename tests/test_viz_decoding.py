@@ -114,3 +114,10 @@ def test_decode_bandwidth_figure_plots_the_measured_rows_with_the_device():
     assert "H100" in fig.layout.title.text and "cuda" in fig.layout.title.text and "2026-01-02" in fig.layout.title.text
     with pytest.raises(ValueError, match="no timed rows"):
         vd.decode_bandwidth_figure({**doc, "results": doc["results"][2:]})
+    # the GPU's own time, from a CUDA graph: bytes / graph time; rows never captured are left out
+    doc["results"][0].update(kv_bytes=8e9, graph_median_ms=2.0)   # 4,000 GB/s
+    graph = vd.decode_bandwidth_figure(doc, timing="graph")
+    assert len(graph.data) == 1 and list(graph.data[0].x) == [4096] and list(graph.data[0].y) == [4000.0]
+    assert "CUDA graph" in graph.layout.yaxis.title.text
+    with pytest.raises(ValueError, match="timing must be"):
+        vd.decode_bandwidth_figure(doc, timing="wall")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional
@@ -32,8 +33,15 @@ class Record:
     """What one rank's communication and computation did inside :func:`record`.
 
     Attributes:
-        sent, received: bytes handed to ``torch.distributed`` to send to / received from
-            *other* ranks (an all-to-all's own chunk stays local and is not counted).
+        sent: bytes handed to ``torch.distributed`` to send to *other* ranks (an
+            all-to-all's own chunk stays local and is not counted).
+        received: bytes that arrived from other ranks: a point-to-point receive counts
+            when its transfer completes (:meth:`Transfer.wait`), not when it is posted.
+        sent_blocks, received_blocks: one ``(op, peer rank, bytes, fingerprint)`` per block
+            sent to / received from another rank, in the order the transfers were started;
+            the fingerprint is a hash of the block's bytes (None for GPU tensors, which are not
+            copied to the host while recording, and for a receive that never completed).
+            Rank ``b``'s received blocks from ``a`` must equal rank ``a``'s sent blocks to ``b``.
         calls: number of calls per operation (``"p2p"``, ``"all_to_all"``).
         bytes_by_op: bytes sent per operation.
         compute_s: wall seconds spent computing attention blocks, one entry per ring step
@@ -45,6 +53,8 @@ class Record:
 
     sent: int = 0
     received: int = 0
+    sent_blocks: List[tuple] = field(default_factory=list)
+    received_blocks: List[tuple] = field(default_factory=list)
     calls: Dict[str, int] = field(default_factory=collections.Counter)
     bytes_by_op: Dict[str, int] = field(default_factory=collections.Counter)
     compute_s: List[float] = field(default_factory=list)
@@ -82,12 +92,40 @@ def active_records() -> List[Record]:
     return list(_ACTIVE)
 
 
-def _tally(op: str, sent: int, received: int) -> None:
+def _fingerprint(t: Any) -> Optional[str]:
+    """A short hash of a CPU tensor's bytes (None for a GPU tensor: no copy to the host)."""
+    import torch
+
+    if t.device.type != "cpu":
+        return None
+    raw = t.detach().contiguous().reshape(-1).view(torch.uint8)  # any dtype, bfloat16 included
+    return hashlib.blake2b(raw.numpy().tobytes(), digest_size=8).hexdigest()
+
+
+def _tally_sent(op: str, blocks: List[tuple]) -> None:
+    """``blocks``: ``(peer, tensor)`` handed over to send."""
+    if not _ACTIVE:
+        return
+    entries = [(op, peer, _nbytes(t), _fingerprint(t)) for peer, t in blocks]
     for rec in _ACTIVE:
-        rec.sent += sent
-        rec.received += received
         rec.calls[op] += 1
-        rec.bytes_by_op[op] += sent
+        for e in entries:
+            rec.sent += e[2]
+            rec.bytes_by_op[op] += e[2]
+            rec.sent_blocks.append(e)
+
+
+def _tally_arrived(op: str, blocks: List[tuple], records: List[Record], slots: Optional[List[int]] = None) -> None:
+    """``blocks``: ``(peer, tensor)`` that arrived; ``slots``: their reserved places in each
+    record's ``received_blocks`` (None: append)."""
+    entries = [(op, peer, _nbytes(t), _fingerprint(t)) for peer, t in blocks]
+    for n, rec in enumerate(records):
+        for i, e in enumerate(entries):
+            rec.received += e[2]
+            if slots is None:
+                rec.received_blocks.append(e)
+            else:
+                rec.received_blocks[slots[n] + i] = e
 
 
 @contextlib.contextmanager
@@ -127,8 +165,15 @@ class Transfer:
     wait blocks for a transfer that never comes).
     """
 
-    def __init__(self, works: List[Any]):
+    def __init__(self, works: List[Any], arriving: Optional[List[tuple]] = None):
         self._works: Optional[List[Any]] = list(works)
+        # (peer, receive buffer) to count on arrival, for the records open at the start
+        self._arriving = list(arriving or [])
+        self._records = list(_ACTIVE)
+        self._slots = []
+        for rec in self._records:  # keep the start order, whatever order the waits come in
+            self._slots.append(len(rec.received_blocks))
+            rec.received_blocks.extend(("p2p", peer, 0, None) for peer, _ in self._arriving)
 
     @property
     def done(self) -> bool:
@@ -139,6 +184,7 @@ class Transfer:
             for w in self._works:
                 w.wait()
             self._works = None
+            _tally_arrived("p2p", self._arriving, self._records, self._slots)
 
 
 def exchange(send: Any, dst: int, recv: Any, src: int, group: Any = None, tag: int = 0) -> Transfer:
@@ -148,7 +194,8 @@ def exchange(send: Any, dst: int, recv: Any, src: int, group: Any = None, tag: i
     ``dst`` and ``src`` are ranks *within* ``group`` (None: the default group). Both
     transfers run in the background while the caller computes; ``send`` must not be
     modified and ``recv`` not read before the wait (on a GPU the wait makes the current
-    stream wait). Counted in :func:`record`.
+    stream wait). Counted in :func:`record`: ``send`` when it is handed over, ``recv`` when
+    the wait finds it arrived.
     """
     import torch.distributed as dist
 
@@ -156,22 +203,26 @@ def exchange(send: Any, dst: int, recv: Any, src: int, group: Any = None, tag: i
         dst, src = dist.get_global_rank(group, dst), dist.get_global_rank(group, src)
     ops = [dist.P2POp(dist.isend, send, dst, group, tag), dist.P2POp(dist.irecv, recv, src, group, tag)]
     works = dist.batch_isend_irecv(ops)
-    _tally("p2p", _nbytes(send), _nbytes(recv))
-    return Transfer(works)
+    _tally_sent("p2p", [(dst, send)])
+    return Transfer(works, [(src, recv)])
 
 
 def all_to_all(out: Any, inp: Any, group: Any = None) -> Any:
     """``torch.distributed.all_to_all_single(out, inp)``: chunk ``g`` of ``inp``'s first axis
     goes to rank ``g``, and chunk ``s`` of ``out`` arrives from rank ``s``; returns ``out``.
 
-    Counted in :func:`record`: ``(P - 1) / P`` of the bytes go to other ranks (the own chunk
-    is a local copy).
+    Counted in :func:`record`, chunk by chunk: ``(P - 1) / P`` of the bytes go to other
+    ranks (the own chunk is a local copy).
     """
     import torch.distributed as dist
 
-    p = dist.get_world_size(group)
+    p, me = dist.get_world_size(group), dist.get_rank(group)
+    glob = (lambda g: g) if group is None else (lambda g: dist.get_global_rank(group, g))
     dist.all_to_all_single(out, inp, group=group)
-    _tally("all_to_all", _nbytes(inp) * (p - 1) // p, _nbytes(out) * (p - 1) // p)
+    if _ACTIVE:
+        _tally_sent("all_to_all", [(glob(g), c) for g, c in enumerate(inp.chunk(p)) if g != me])
+        _tally_arrived("all_to_all", [(glob(g), c) for g, c in enumerate(out.chunk(p)) if g != me],
+                       list(_ACTIVE))
     return out
 
 
@@ -214,19 +265,23 @@ def ring_bytes(batch: int, heads: int, length: int, head_dim: int, world_size: i
 
 
 def ulysses_bytes(batch: int, heads: int, length: int, head_dim: int, world_size: int,
-                  itemsize: int = 2, backward: bool = False) -> int:
+                  itemsize: int = 2, backward: bool = False, kv_heads: Optional[int] = None) -> int:
     r"""Bytes one rank sends in one Ulysses layer (four all-to-alls forward, four backward).
 
-    Each all-to-all re-shards one (B, H, L/P, d) block from sequence to heads or back and
-    sends all but its own :math:`1/P`:
+    Each all-to-all re-shards one (B, heads, L/P, d) block from sequence to heads or back and
+    sends all but its own :math:`1/P`. Q and the output have ``heads`` heads, K and V
+    ``kv_heads`` (default ``heads``; fewer with grouped-query attention):
 
-    .. math:: \text{forward} = 4 \cdot \frac{P-1}{P} \cdot B H \frac{L}{P} d \cdot s
+    .. math:: \text{forward} = \frac{P-1}{P} \cdot (2 H + 2 H_{kv})\, B \frac{L}{P} d \cdot s
 
     (Q, K and V in, the output back). The backward moves dO in and dQ, dK, dV back: the
-    same again. Unlike the ring's, this shrinks as :math:`1/P`. Chapter 14.
+    same again. Unlike the ring's, this shrinks as :math:`1/P`. With ``kv_heads`` < P the
+    key/value heads cannot be split over the ranks and must be copied, which this count
+    leaves out (a lower bound then). Chapter 14.
     """
     b, h, L, d, p, s = _dims(batch, heads, length, head_dim, world_size, itemsize)
+    hkv = h if kv_heads is None else _checks.check_length("kv_heads", kv_heads, minimum=1)
     if L % p:
         raise ValueError(f"length L = {L} is not divisible by world_size P = {p}")
-    one = b * h * (L // p) * d * s * (p - 1) // p
-    return (8 if backward else 4) * one
+    one = lambda heads_: b * heads_ * (L // p) * d * s * (p - 1) // p  # noqa: E731  one all-to-all
+    return (2 if backward else 1) * (2 * one(h) + 2 * one(hkv))

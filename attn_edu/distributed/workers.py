@@ -35,7 +35,9 @@ def run_attention(rank: int, world_size: int, q: torch.Tensor, k: torch.Tensor, 
     its :func:`.shard`); with ``dout`` (the gradient of the full output) the backward pass
     runs too. Returns a dict: ``out`` (this rank's output shard), ``grads`` (dq, dk, dv
     shards, or None), ``positions`` (the global positions of the rows), ``sent`` /
-    ``received`` (bytes, counted by the communication wrappers), ``calls``, ``compute_s``
+    ``received`` (bytes handed over to send / bytes that arrived, counted by the
+    communication wrappers), ``sent_blocks`` / ``received_blocks`` (one ``(op, peer, bytes,
+    fingerprint)`` per block, :class:`attn_edu.distributed.Record`), ``calls``, ``compute_s``
     (wall seconds computing attention, per ring step), ``compute_cpu_s`` (the same in CPU
     seconds of this rank), ``wall_s`` (the whole layer), ``pairs`` (the blocks computed) and,
     with ``measure_memory``, ``peak_bytes`` (the peak extra memory of the run, measured by
@@ -74,6 +76,7 @@ def run_attention(rank: int, world_size: int, q: torch.Tensor, k: torch.Tensor, 
         "rank": rank, "out": out.detach(), "positions": positions(q.shape[-2], rank, world_size, layout),
         "grads": (qs.grad, ks.grad, vs.grad) if grad else None,
         "sent": rec.sent, "received": rec.received, "calls": dict(rec.calls),
+        "sent_blocks": list(rec.sent_blocks), "received_blocks": list(rec.received_blocks),
         "compute_s": list(rec.compute_s), "compute_cpu_s": list(rec.compute_cpu_s), "wall_s": wall, "pairs": list(rec.pairs),
     }
     if measure_memory:
