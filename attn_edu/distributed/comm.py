@@ -36,7 +36,7 @@ class Record:
         sent: bytes handed to ``torch.distributed`` to send to *other* ranks (an
             all-to-all's own chunk stays local and is not counted).
         received: bytes that arrived from other ranks: a point-to-point receive counts
-            when its transfer completes (:meth:`Transfer.wait`), not when it is posted.
+            when its transfer completes (``Transfer.wait()``), not when it is posted.
         sent_blocks, received_blocks: one ``(op, peer rank, bytes, fingerprint)`` per block
             sent to / received from another rank, in the order the transfers were started;
             the fingerprint is a hash of the block's bytes (None for GPU tensors, which are not
