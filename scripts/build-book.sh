@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # Build the book: the README's "build the book" command.
 #
-#   bash scripts/build-book.sh           # build (re-reads every page, executes every notebook once;
-#                                        # the Chinese edition under _build/html/zh/ reuses the outputs)
-#   bash scripts/build-book.sh --clean   # also remove _build/html, _build/jupyter_execute and
-#                                        # the Sphinx environment first
+#   bash scripts/build-book.sh           # build both editions (re-reads every page)
+#   bash scripts/build-book.sh --clean   # also remove _build/html, _build/jupyter_execute, the
+#                                        # Sphinx environment and the chapters' cache first
 #
-# On a fresh Debian / Ubuntu machine with Python 3.11 it creates .venv (python3 -m venv),
-# installs requirements.txt and the attn_edu package (editable) into it, and runs
+# On a fresh Debian / Ubuntu machine with Python 3.11 it creates .venv (scripts/setup-env.sh),
+# then
 #
-#   jupyter-book build . -W -n --keep-going --all
+#   python scripts/execute_chapters.py                   # every chapter, once, on every core,
+#                                                        # into _build/.jupyter_cache
+#   jupyter-book build . -W -n --keep-going --all        # the English book, from that cache
+#   python scripts/zh.py site                            # the Chinese book's sources, with the
+#   jupyter-book build _build/zh-src -W -n --keep-going --all   # same outputs -> _build/html/zh/
 #
-# which executes every chapter notebook. `--all` makes Sphinx re-read every page: an
-# incremental build would skip unchanged pages, and with them their warnings, so a
-# second run after a failing one would "succeed". Any Sphinx warning, broken reference or failing
-# notebook cell makes this script exit non-zero. The HTML ends up in _build/html/.
+# A chapter is executed again only when its code or the package changed. `--all` makes Sphinx
+# re-read every page: an incremental build would skip unchanged pages, and with them their
+# warnings, so a second run after a failing one would "succeed". Any Sphinx warning, broken
+# reference or failing notebook cell makes this script exit non-zero. The HTML ends up in
+# _build/html/ (and _build/html/zh/).
 #
 # Environment variables (PYTHON, VENV, ATTN_EDU_SKIP_INSTALL): see scripts/setup-env.sh.
 set -euo pipefail
@@ -38,8 +42,8 @@ JB="$VENV/bin/jupyter-book"
 [[ -n "$JB" ]] || { echo "jupyter-book not found; run without ATTN_EDU_SKIP_INSTALL" >&2; exit 1; }
 
 if [[ "$clean" == 1 ]]; then
-  echo "==> removing _build/html, _build/jupyter_execute, _build/.doctrees, _build/zh-src"
-  rm -rf _build/html _build/jupyter_execute _build/.doctrees _build/zh-src
+  echo "==> removing _build/html, _build/jupyter_execute, _build/.doctrees, _build/zh-src and the chapters' cache"
+  rm -rf _build/html _build/jupyter_execute _build/.doctrees _build/zh-src _build/.jupyter_cache _build/.jupyter_cache.sources
 fi
 
 # The kernels that execute the notebooks must import the package from this checkout.
@@ -47,8 +51,12 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 # (Do not set MPLBACKEND: the kernels need matplotlib's inline backend to emit figures.)
 unset MPLBACKEND
 
-echo "==> jupyter-book build . -W -n --keep-going --all"
 start=$(date +%s)
+# every chapter executed once, on every core, into the build's cache (a chapter whose code and
+# package did not change since the last build is not run again)
+echo "==> python scripts/execute_chapters.py"
+"$VENV/bin/python" scripts/execute_chapters.py
+echo "==> jupyter-book build . -W -n --keep-going --all"
 set +e
 "$JB" build . -W -n --keep-going --all
 status=$?
@@ -58,7 +66,7 @@ if [[ $status -ne 0 ]]; then
   echo "==> book build FAILED (exit $status) after ${elapsed}s: see the warnings / notebook errors above" >&2
   exit "$status"
 fi
-echo "==> English edition built in ${elapsed}s"
+echo "==> English edition built in ${elapsed}s (chapters executed, then rendered)"
 
 # The Chinese edition, under _build/html/zh/: its chapters carry the outputs of the English
 # build above (scripts/zh.py site), so nothing is executed a second time.
