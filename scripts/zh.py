@@ -20,7 +20,8 @@ removed on one side only.
                                          # sources, every chapter carrying the English build's outputs
 
 ``check`` compares, cell by cell: ids, types and order; code (identical); the English sha
-(stale translations); and in markdown the things a translation must keep: math
+(stale translations); and in markdown the things a translation must keep: fenced code blocks
+(byte for byte: a solution's code is code), math
 (``$...$``, ``$$...$$``, ``\\begin{...}``), link targets, cross-references (``{ref}``,
 ``{doc}``, ``{numref}``, ``{eq}``), citations (``{cite}``), labels (``(name)=``), directives
 and dropdowns (``:::{admonition}``, ``:class: dropdown``, ``:::``, code fences), and headings'
@@ -148,9 +149,34 @@ def _roles(text: str) -> list:
     return sorted(out)
 
 
+def _code_blocks(text: str) -> list:
+    """The contents of fenced code blocks (a solution's code), in order: kept byte for byte.
+    A MyST directive's fence (```{glossary}, ```{eval-rst}) is not code: its content is
+    translated, and code fences inside it are still found."""
+    blocks, stack = [], []          # stack: [fence, is_directive, first content line]
+    lines = text.splitlines(keepends=True)
+    for n, line in enumerate(lines):
+        m = re.match(r"\s*(`{3,}|~{3,})(.*)$", line)
+        if not m:
+            continue
+        fence, info = m.group(1), m.group(2).strip()
+        if stack and fence == stack[-1][0] and not info:          # closes the innermost fence
+            top = stack.pop()
+            if not top[1]:
+                blocks.append("".join(lines[top[2]:n]))
+        elif not (stack and not stack[-1][1]):                     # (inside code, a fence is text)
+            stack.append([fence, info.startswith("{"), n + 1])
+    return blocks
+
+
 def markdown_keeps(en_text: str, zh_text: str) -> list:
     """What a translated markdown cell lost or changed (empty: nothing)."""
     problems = []
+    if _code_blocks(en_text) != _code_blocks(zh_text):
+        en_b, zh_b = _code_blocks(en_text), _code_blocks(zh_text)
+        first = next((i for i, (a, b) in enumerate(zip(en_b, zh_b)) if a != b), min(len(en_b), len(zh_b)))
+        problems.append(f"code blocks differ (block {first + 1} of {len(en_b)} in English, "
+                        f"{len(zh_b)} in Chinese): a translation keeps the code as it is")
     for what, get in (("math", lambda t: sorted(m.group(0) for m in _MATH.finditer(t))),
                       ("links", lambda t: sorted(a or b for a, b in _LINK.findall(t))),
                       ("cross-references and citations", _roles),

@@ -142,3 +142,13 @@ def test_a_cell_on_one_side_only_and_a_changed_formula_are_named(pair):
         cell["source"] = zh.source(cell).replace("$", "$x + ", 1)
     _edit(twin, change_formula)
     assert any("math differ" in p and math_cell["id"] in p for p in zh.check_chapter(en))
+
+
+def test_a_solutions_code_changed_in_the_translation_is_named():
+    """Fenced code in a markdown cell (a worked solution) is code: kept byte for byte (three
+    chapters' first translations repeated one solution's code in place of the others)."""
+    en = "**Exercise.** Do it.\n\n```python\nprint(1)\n```\n\nThen:\n\n```python\nprint(2)\n```\n"
+    zh_same = "**练习。** 做吧。\n\n```python\nprint(1)\n```\n\n然后：\n\n```python\nprint(2)\n```\n"
+    assert zh.markdown_keeps(en, zh_same) == []
+    (problem,) = zh.markdown_keeps(en, zh_same.replace("print(2)", "print(1)"))
+    assert "code blocks differ (block 2 of 2" in problem
