@@ -17,7 +17,8 @@ removed on one side only.
     python scripts/zh.py stamp NN CELL   # after translating the change of English cell CELL: record its sha
     python scripts/zh.py check [NN ...]  # exit 1 and name every drifted cell (what tests/test_zh.py runs)
     python scripts/zh.py site            # after the English build: _build/zh-src, the Chinese book's
-                                         # sources, every chapter carrying the English build's outputs
+                                         # sources, every chapter carrying the outputs of the English
+                                         # build's one execution (from its cache, _build/.jupyter_cache)
 
 ``check`` compares, cell by cell: ids, types and order; code (identical); the English sha
 (stale translations); and in markdown the things a translation must keep: fenced code blocks
@@ -234,7 +235,8 @@ def check(chapters: list) -> list:
 # --------------------------------------------------------------------------- the Chinese site
 ZH_BOOK = ROOT / "book" / "zh"
 SRC = ROOT / "_build" / "zh-src"
-EXECUTED = ROOT / "_build" / "jupyter_execute" / "notebooks"
+#: the English build's executions (scripts/execute_chapters.py), which the Chinese book reuses
+CACHE = ROOT / "_build" / ".jupyter_cache"
 #: the table of contents' captions and the titles _toc.yml sets, in Chinese
 TOC_WORDS = {"Front matter": "前言", "Foundations": "基础", "Building blocks": "构件",
              "Efficient attention": "高效的注意力", "Attention at scale": "大规模的注意力",
@@ -269,8 +271,12 @@ def site() -> Path:
 
     import yaml
 
-    if not EXECUTED.is_dir():
-        raise SystemExit(f"{EXECUTED} is missing: build the English book first")
+    import nbformat
+    from jupyter_cache import get_cache
+
+    if not CACHE.is_dir():
+        raise SystemExit(f"{CACHE} is missing: build the English book first (scripts/build-book.sh)")
+    cache = get_cache(str(CACHE))
     shutil.rmtree(SRC, ignore_errors=True)
     (SRC / "notebooks").mkdir(parents=True)
     (SRC / "book").mkdir()
@@ -279,7 +285,11 @@ def site() -> Path:
     (SRC / "attn_edu").symlink_to(ROOT / "attn_edu")  # a chapter includes the package's source
     english_only = []
     for en_path in sorted(EN.glob("[0-9][0-9]_*.ipynb")):
-        executed = load(EXECUTED / en_path.name)
+        try:  # the English chapter with the outputs of its one execution
+            _, merged = cache.merge_match_into_notebook(nbformat.read(en_path, as_version=4))
+        except KeyError:
+            raise SystemExit(f"{en_path.name} is not in {CACHE}: build the English book first") from None
+        executed = json.loads(nbformat.writes(merged))
         if twin(en_path).exists():
             nb = with_outputs(load(twin(en_path)), executed, en_path.name)
         else:

@@ -1,0 +1,83 @@
+"""The built site's two editions (``pages``: run on a built book by ``bash scripts/site.sh
+check``, as the publishing workflow does): every English page has its Chinese twin under
+``zh/`` and a switch to it and back, the Chinese chapters show the English build's outputs (the
+one execution), their Colab links open the Chinese notebooks, and Chinese search finds the
+chapters for 注意力 and for 缩放."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from site_pages import toc_files
+
+REPO = Path(__file__).resolve().parents[1]
+HTML = REPO / "_build" / "html"
+pytestmark = [pytest.mark.pages]
+PAGES = toc_files(REPO)
+
+
+@pytest.fixture(scope="module")
+def built() -> Path:
+    if os.environ.get("ATTN_EDU_BOOK_BUILT") != "1":
+        pytest.skip("checks a built book: bash scripts/build-book.sh && bash scripts/site.sh check")
+    assert (HTML / "zh" / "index.html").is_file(), "the Chinese edition was not built (_build/html/zh/)"
+    return HTML
+
+
+def _switch(text: str) -> str:
+    m = re.search(r'<p class="attn-edu-edition"[^>]*><a href="([^"]+)" lang="([^"]+)"', text)
+    assert m, "no edition switch"
+    return m.group(1), m.group(2)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_has_its_twin_and_the_switch_goes_both_ways(page, built):
+    en, zh = built / f"{page}.html", built / "zh" / f"{page}.html"
+    assert zh.is_file(), f"no Chinese twin of {page}"
+    en_text, zh_text = en.read_text(encoding="utf-8"), zh.read_text(encoding="utf-8")
+    assert '<html lang="en"' in en_text and '<html lang="zh-CN"' in zh_text
+    href, lang = _switch(en_text)
+    assert lang == "zh-CN" and (en.parent / href).resolve() == zh.resolve(), href
+    href, lang = _switch(zh_text)
+    assert lang == "en" and (zh.parent / href).resolve() == en.resolve(), href
+    assert len(re.findall(r"[\u4e00-\u9fff]", zh_text)) > 200, "the Chinese page is not in Chinese"
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("notebooks/")])
+def test_chinese_chapters_show_the_english_outputs_and_open_the_chinese_notebook(page, built):
+    en = (built / f"{page}.html").read_text(encoding="utf-8")
+    zh = (built / "zh" / f"{page}.html").read_text(encoding="utf-8")
+    outputs = [t.count('class="cell_output') for t in (en, zh)]
+    assert outputs[0] > 0 and outputs[0] == outputs[1], f"outputs: English {outputs[0]}, Chinese {outputs[1]}"
+    name = page.split("/")[-1]
+    assert f"/blob/main/notebooks/zh/{name}.ipynb" in zh and f"/blob/main/notebooks/{name}.ipynb" in en
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("query", ["注意力", "缩放"])
+def test_chinese_search_finds_the_chapters(query, built, browser):
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(built)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        page = browser.new_page()
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/zh/search.html?q={query}")
+        page.wait_for_function("() => document.querySelectorAll('#search-results li a').length > 0",
+                               timeout=30_000)
+        page.wait_for_timeout(500)
+        links = page.eval_on_selector_all("#search-results li a", "els => els.map(e => e.getAttribute('href'))")
+        page.close()
+    finally:
+        server.shutdown()
+    chapters = {h.split("#")[0] for h in links if h.startswith("notebooks/")}
+    assert len(chapters) >= 3, f"{query}: {links[:10]}"
