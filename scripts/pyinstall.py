@@ -159,10 +159,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--python", required=True, type=Path, help="the venv's python")
     p.add_argument("-r", dest="files", action="append", default=[], type=Path, help="a requirements file")
     p.add_argument("--no-deps", action="store_true")
+    p.add_argument("--upgrade", action="store_true")
     p.add_argument("-e", dest="editable", action="append", default=[], help="an editable project path")
     p.add_argument("requirements", nargs="*")
     args = p.parse_args(argv)
-    extra = (["--no-deps"] if args.no_deps else []) + [a for e in args.editable for a in ("-e", e)]
+    extra = (["--no-deps"] if args.no_deps else []) + (["--upgrade"] if args.upgrade else []) + \
+        [a for e in args.editable for a in ("-e", e)]
     try:
         install(args.python, args.requirements, args.files, extra)
     except RuntimeError as err:

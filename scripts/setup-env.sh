@@ -24,6 +24,9 @@ if [[ "${ATTN_EDU_SKIP_INSTALL:-0}" != "1" ]]; then
     # from: its CPU build where there is no NVIDIA GPU); pip only fetches uv itself
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check uv \
       || echo "==> could not install uv: installing with pip (slower)"
+    # a current pip too: the tests install attn_edu with it as a reader's first cell does
+    # ("attn_edu @ git+file://..."), which the pip that venv ships (23.2) refuses
+    "$VENV/bin/python" "$ROOT/scripts/pyinstall.py" --python "$VENV/bin/python" --upgrade pip
     "$VENV/bin/python" "$ROOT/scripts/pyinstall.py" --python "$VENV/bin/python" -r "$ROOT/requirements.txt"
     "$VENV/bin/python" "$ROOT/scripts/pyinstall.py" --python "$VENV/bin/python" --no-deps -e "$ROOT"
     echo "$want" > "$stamp"

@@ -40,6 +40,8 @@ Explained in chapter 10 (FlashAttention II: PyTorch, Triton and memory on a GPU)
 """
 from __future__ import annotations
 
+import torch  # noqa: F401  (launch and api need it: without torch this says so, naming the pip install)
+
 from . import aot, api, kernels, launch
 from .aot import *  # noqa: F401,F403  (the public names of each module, listed in __all__)
 from .api import *  # noqa: F401,F403

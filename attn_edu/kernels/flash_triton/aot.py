@@ -8,6 +8,8 @@ without a GPU. Needs this package imported without ``TRITON_INTERPRET=1``.
 """
 from __future__ import annotations
 
+import torch  # noqa: F401  (launch's tables come with its launchers, which need torch)
+
 from .._shared import AotKernel, padded_head_dim
 from . import kernels
 from .launch import (BACKWARD_FLOAT32, TMA_MIN_CAPABILITY, atomic_backward_configs, backward_configs,
