@@ -691,7 +691,9 @@
   /* ---------------------------------------------------------------- keyboard controls */
   function runCommand(div, method, args) {
     if (!method || method === "skip" || typeof window.Plotly[method] !== "function") return Promise.resolve();
-    return window.Plotly[method].apply(null, [div].concat(clone(args || [])));
+    // an animation that the next command interrupts (Pause) rejects its promise: not an error
+    return Promise.resolve(window.Plotly[method].apply(null, [div].concat(clone(args || []))))
+      .catch(function () {});
   }
 
   function clickStep(div, sliderIndex, step) {
