@@ -172,8 +172,12 @@ def test_each_page_gets_only_the_css_rules_that_can_match_it(ext, tmp_path):
                     '<div class="used admonition"><p class="admonition-title">T</p><svg class="fa-solid"></svg></div>'
                     '<span class="katex">x</span></body></html>')
     icons = {("solid", 0xf0f3): ("448", "512", "M224 0z")}
-    new = ext._inline_stylesheets(tmp_path, [(page, page.read_text())], icons)[page]
-    style = re.search(r'<style id="attn-edu-css">(.*?)</style>', new).group(1)
+    top = tmp_path / "top.html"  # a page one folder up: its URLs differ
+    top.write_text(page.read_text().replace("../_static", "_static"))
+    both = ext._inline_stylesheets(tmp_path, [(page, page.read_text()), (top, top.read_text())], icons)
+    assert 'url("_static/katex/fonts/KaTeX_Main-Regular.woff2")' in both[top]
+    new = both[page]
+    style = re.search(r'<style id="attn-edu-css" data-sheets="[^"]*">(.*?)</style>', new).group(1)
     assert "<link rel=\"stylesheet\"" not in new
     assert ".used{color:red}" in style and ".unused" not in style and ".used:not(.absent)" in style
     assert ".shown-by-js{top:0}" in style and "@media (min-width:9px){.used{y:2}}" in style
@@ -183,6 +187,8 @@ def test_each_page_gets_only_the_css_rules_that_can_match_it(ext, tmp_path):
     assert "mask" not in style.split(".fa-solid{")[1].split("}")[0]  # the inline <svg> icons are untouched
     assert 'font-display:swap;font-family:KaTeX_Main;src:url("../_static/katex/fonts/KaTeX_Main-Regular.woff2")' in style
     assert '<link rel="preload" href="../_static/katex/fonts/KaTeX_Main-Regular.woff2" as="font"' in new
+    # run again (after a CSS edit): the page's own sheets are inlined again, the same way
+    assert ext._inline_stylesheets(tmp_path, [(page, new)], icons)[page] == new
 
 
 def test_the_search_index_stays_on_the_search_page(ext, tmp_path):

@@ -460,6 +460,8 @@ def _patch_theme_tab_stops(path: Path) -> bool:
 #:
 #: Nothing is fetched before the first paint but the page itself.
 STYLE_ID = "attn-edu-css"
+_DONE_STYLE_RE = re.compile(r'<style id="attn-edu-css" data-sheets="([^"]*)">.*?</style>\n?', re.S)
+_PRELOAD_FONT_RE = re.compile(r'<link rel="preload" [^>]*data-attn-edu-font />\n?')
 _LINK_CSS_RE = re.compile(r'[ \t]*<link\b(?=[^>]*\brel="stylesheet")(?![^>]*\bmedia="(?!all|screen))[^>]*>\n?')
 _HREF_RE = re.compile(r'\bhref="([^"]+)"')
 _CLASS_ID_RE = re.compile(r'\b(?:class|id)="([^"]*)"')
@@ -689,7 +691,7 @@ def _katex_preloads(text: str, depth: int, out: Path) -> str:
     for font in fonts:
         if (out / "_static" / "katex" / "fonts" / f"{font}.woff2").is_file():
             links.append(f'<link rel="preload" href="{prefix}_static/katex/fonts/{font}.woff2" as="font" '
-                         f'type="font/woff2" crossorigin="anonymous" />')
+                         f'type="font/woff2" crossorigin="anonymous" data-attn-edu-font />')
     return "\n".join(links)
 
 
@@ -700,6 +702,16 @@ def _inline_stylesheets(out: Path, pages: list[tuple[Path, str]], icons: dict) -
     except ImportError:
         logger.info("[attn_edu_book] tinycss2 is missing: the pages keep their stylesheet links")
         return {}
+    def restore(text: str) -> str:
+        """A page inlined before (finish_html run again, after a CSS edit): its links again."""
+        done = _DONE_STYLE_RE.search(text)
+        if not done:
+            return text
+        links = "".join(f'<link rel="stylesheet" href="{href}" />\n'
+                        for href in html.unescape(done.group(1)).split())
+        return _PRELOAD_FONT_RE.sub("", text.replace(done.group(0), links))
+
+    pages = [(page, restore(text)) for page, text in pages]
     words = _script_words(out, pages)
     sheets: dict[Path, _Sheet] = {}
     css_paths = sorted({(page.parent / href.split("?")[0]).resolve()
@@ -730,8 +742,9 @@ def _inline_stylesheets(out: Path, pages: list[tuple[Path, str]], icons: dict) -
         for tag in tags[1:]:
             new = new.replace(tag, "", 1)
         preloads = _katex_preloads(text, depth, out)
+        hrefs = html.escape(" ".join(_HREF_RE.search(tag).group(1) for tag in tags))
         new = new.replace("<!--STYLE-->", (preloads + "\n" if preloads else "")
-                          + f'<style id="{STYLE_ID}">{style}</style>\n') + text[head_end:]
+                          + f'<style id="{STYLE_ID}" data-sheets="{hrefs}">{style}</style>\n') + text[head_end:]
         result[page] = new
     return result
 
@@ -1131,7 +1144,17 @@ def setup(app: Sphinx) -> dict[str, Any]:
     _register_mime_plugin()
     app.connect("builder-inited", _builder_inited)
     app.connect("doctree-resolved", _typeset_math)
-    app.connect("build-finished", _finish_pages)
+    # after the theme's own build-finished handler, which writes its light/dark pygments.css
+    # (that file is inlined into the pages here)
+    app.connect("build-finished", _finish_pages, priority=900)
     # run after the other extensions' html-page-context handlers (default priority 500)
     app.connect("html-page-context", _page_context, priority=900)
     return {"version": "0.2", "parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":  # after editing book.css: python book/_ext/attn_edu_book.py _build/html
+    import sys
+
+    for _name in ("book.css", "figures.js", "zoom.js"):  # the build copies them; so does this
+        shutil.copyfile(_STATIC_SRC / "attn-edu" / _name, Path(sys.argv[1]) / "_static" / "attn-edu" / _name)
+    finish_html(Path(sys.argv[1]))

@@ -405,7 +405,6 @@
     L.autosize = true;
     L.margin = {t: plotTop, b: height - plotBottom, l: marginL, r: marginR, pad: 0, autoexpand: true};
     L.dragmode = false;
-    if (L.legend && !showLegend) L.legend = L.legend;
     return {layout: L, band: band, cells: list, cbars: cbars, titleLines: titleLines, plotTop: plotTop,
             plotBottom: plotBottom, titleShift: m.titleShift || 0};
   }
@@ -607,7 +606,7 @@
   /* ---------------------------------------------------------------- drawing */
   function layoutFor(entry, W) {
     var fig = entry.fig;
-    if (W >= NARROW_PX) {
+    if (W >= NARROW_PX || W < 120) {  // (no width yet: a hidden container; a resize lays it out)
       return {data: clone(fig.data || []), layout: clone(fig.layout || {}), frames: clone(fig.frames || []),
               config: entry.config, narrow: false};
     }
@@ -895,7 +894,7 @@
     resizeTimer = setTimeout(function () {
       drawn.forEach(function (entry) {
         var W = Math.round(entry.div.clientWidth);
-        var mode = W < NARROW_PX ? "narrow" : "wide";
+        var mode = W < NARROW_PX && W >= 120 ? "narrow" : "wide";
         if (mode !== entry.mode || (mode === "narrow" && Math.abs(W - entry.width) > 8)) {
           var p = render(entry, false);
           pending.push(p);
