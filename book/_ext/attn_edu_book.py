@@ -914,9 +914,11 @@ def _section_placeholders(body: str) -> str:
 
 
 def _focusable_code(body: str) -> str:
-    """Every ``<pre>`` and wide-table box starts as a tab stop (the theme's lazy pass drops
-    those that turn out not to scroll when they come near)."""
+    """Every ``<pre>``, wide-table box and HTML table output starts as a tab stop (the
+    theme's lazy pass drops those that turn out not to scroll when they come near)."""
     body = re.sub(r"<pre(?=[ >])(?![^>]*\btabindex=)", '<pre tabindex="0"', body)
+    # a notebook's HTML table (an output) scrolls sideways on a phone: a tab stop as well
+    body = body.replace('<div class="output text_html"><table', '<div class="output text_html" tabindex="0"><table')
     return body.replace('<div class="pst-scrollable-table-container">',
                         '<div class="pst-scrollable-table-container" tabindex="0">')
 
