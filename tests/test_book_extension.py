@@ -168,9 +168,9 @@ def test_each_page_gets_only_the_css_rules_that_can_match_it(ext, tmp_path):
     page.parent.mkdir()
     page.write_text('<html><head><link rel="stylesheet" href="../_static/theme.css?v=1" />\n'
                     '<link rel="stylesheet" type="text/css" href="../_static/katex/katex.min.css" />\n'
-                    '<script defer src="../_static/app.js"></script></head><body>'
+                    '<script defer src="../_static/app.js"></script></head><body><article class="bd-article">'
                     '<div class="used admonition"><p class="admonition-title">T</p><svg class="fa-solid"></svg></div>'
-                    '<span class="katex">x</span></body></html>')
+                    '<span class="katex">x</span></article></body></html>')
     icons = {("solid", 0xf0f3): ("448", "512", "M224 0z")}
     top = tmp_path / "top.html"  # a page one folder up: its URLs differ
     top.write_text(page.read_text().replace("../_static", "_static"))
