@@ -17,10 +17,14 @@ from __future__ import annotations
 
 from typing import Any, Iterable, List
 
-__all__ = ["figure_alt_text", "plotly_alt_text", "register_alt_text", "plain_text", "ALT_KEY"]
+__all__ = ["figure_alt_text", "figure_text_px", "plotly_alt_text", "register_alt_text", "plain_text",
+           "ALT_KEY", "TEXT_PX_KEY"]
 
 #: key, under the output's ``image/png`` metadata, of the alternative text
 ALT_KEY = "alt"
+#: key, under the same metadata, of the height of the figure's smallest text in the PNG's
+#: pixels (:func:`figure_text_px`; the book's browser test checks it is legible on a phone)
+TEXT_PX_KEY = "attn_edu_text_px"
 #: an alternative text longer than this is cut (screen readers read all of it)
 MAX_CHARS = 600
 
@@ -110,6 +114,31 @@ def figure_alt_text(fig: Any) -> str:
     return _join(parts)
 
 
+def figure_text_px(fig: Any) -> float:
+    """The size of the smallest visible text of a matplotlib figure, in pixels of the PNG
+    that IPython's inline backend draws (font size in points × the figure's dpi / 72).
+
+    The book shows the PNG scaled to the column: on a phone (358 CSS px of column) its text
+    is ``figure_text_px(fig) × 358 / PNG width`` CSS px, and at full size (the page's tap to
+    enlarge) ``figure_text_px(fig)``. 0.0 for a figure without text. Raises TypeError when
+    ``fig`` is not a matplotlib figure."""
+    if not (type(fig).__module__.startswith("matplotlib") and hasattr(fig, "axes")):
+        raise TypeError(f"fig must be a matplotlib Figure; got {type(fig).__name__}")
+    from matplotlib.text import Text  # noqa: PLC0415
+
+    if hasattr(fig, "draw_without_rendering"):  # tick labels get their text when drawn
+        fig.draw_without_rendering()
+    sizes = []
+    for t in fig.findobj(Text):
+        if not (t.get_visible() and t.get_text().strip()):
+            continue
+        ax = getattr(t, "axes", None)
+        if ax is not None and not ax.get_visible():
+            continue
+        sizes.append(t.get_fontsize())
+    return round(min(sizes) * fig.dpi / 72, 1) if sizes else 0.0
+
+
 # --------------------------------------------------------------------------- plotly
 def _title(obj: Any) -> str:
     if isinstance(obj, dict):
@@ -169,7 +198,12 @@ def _alt_metadata(fig: Any) -> tuple:
         alt = figure_alt_text(fig)
     except Exception:  # noqa: BLE001  (a description must never break a figure)
         return {}, {}
-    return {}, {"image/png": {ALT_KEY: alt}}
+    meta = {ALT_KEY: alt}
+    try:
+        meta[TEXT_PX_KEY] = figure_text_px(fig)
+    except Exception:  # noqa: BLE001
+        pass
+    return {}, {"image/png": meta}
 
 
 def register_alt_text(shell: Any = None) -> bool:

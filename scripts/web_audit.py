@@ -8,7 +8,8 @@ host serves it, and runs Lighthouse with the system Chromium on every page of th
 book's table of contents, with Lighthouse's mobile profile (its default: simulated slow
 4G, 4x slower CPU) and its desktop profile, one run at a time. It prints one row per page
 and profile: the four Lighthouse scores (performance, accessibility, best practices,
-SEO), first and largest contentful paint, total blocking time and the total byte weight
+SEO), first and largest contentful paint, total blocking time, cumulative layout shift and
+the total byte weight
 (what a first visit downloads before the reader scrolls), and the same for the
 baseline page (``notebooks.html`` of ``jupyter-book create``: MathJax and a matplotlib
 figure) in the same run.
@@ -118,6 +119,7 @@ def lighthouse(url: str, profile: str, chromium: str) -> dict:
         "fcp_s": num("first-contentful-paint") / 1000,
         "lcp_s": num("largest-contentful-paint") / 1000,
         "tbt_ms": num("total-blocking-time"),
+        "cls": round(num("cumulative-layout-shift") or 0, 3),
         "bytes": num("total-byte-weight"),
         "failed_a11y": sorted(k for k, a in audits.items()
                               if a.get("score") == 0 and k in _a11y_ids(report)),
@@ -151,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         servers["baseline"] = serve(build_baseline())
         targets.append(("baseline", BASELINE_PAGE))
     rows = []
-    head = ("| page | profile | perf | a11y | best pr. | SEO | FCP s | LCP s | TBT ms | KB |"
+    head = ("| page | profile | perf | a11y | best pr. | SEO | FCP s | LCP s | TBT ms | CLS | KB |"
             " failed a11y audits |")
     print(head)
     print("|" + " --- |" * (head.count("|") - 1))
@@ -163,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"page": name, "profile": profile, **r})
             print(f"| {name} | {profile} | {r['performance']} | {r['accessibility']} | "
                   f"{r['best-practices']} | {r['seo']} | {r['fcp_s']:.1f} | {r['lcp_s']:.1f} | "
-                  f"{r['tbt_ms']:.0f} | {r['bytes'] / 1024:.0f} | {', '.join(r['failed_a11y'])} |",
+                  f"{r['tbt_ms']:.0f} | {r['cls']:.3f} | {r['bytes'] / 1024:.0f} | {', '.join(r['failed_a11y'])} |",
                   flush=True)
     for httpd, _ in servers.values():
         httpd.shutdown()

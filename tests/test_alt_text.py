@@ -88,6 +88,26 @@ def test_ipython_attaches_the_alt_text_to_the_png_output(two_panels):
     data, metadata = shell.display_formatter.format(two_panels)
     assert "image/png" in data
     assert metadata["image/png"][alt_text.ALT_KEY] == alt_text.figure_alt_text(two_panels)
+    assert metadata["image/png"][alt_text.TEXT_PX_KEY] == alt_text.figure_text_px(two_panels)
+
+
+def test_the_smallest_text_of_a_figure_in_png_pixels():
+    plt = pytest.importorskip("matplotlib.pyplot")
+    fig, ax = plt.subplots(dpi=100)
+    ax.set_xlabel("x", fontsize=14)
+    ax.tick_params(labelsize=9)             # tick labels: 9 pt, the smallest text
+    ax.text(0.5, 0.5, "", fontsize=3)        # empty: not text anyone reads
+    t = ax.text(0.5, 0.5, "hidden", fontsize=4)
+    t.set_visible(False)                     # hidden: not drawn
+    assert alt_text.figure_text_px(fig) == pytest.approx(9 * 100 / 72, abs=0.05)
+    fig.set_dpi(200)
+    assert alt_text.figure_text_px(fig) == pytest.approx(9 * 200 / 72, abs=0.05)
+    plt.close(fig)
+    empty = plt.figure()
+    assert alt_text.figure_text_px(empty) == 0.0
+    plt.close(empty)
+    with pytest.raises(TypeError, match="fig must be a matplotlib Figure"):
+        alt_text.figure_text_px("not a figure")
 
 
 def test_register_outside_ipython_does_nothing(monkeypatch):

@@ -20,10 +20,20 @@ For every page of the book (every file in ``_toc.yml`` plus ``search.html`` and
 * dropdown solutions are hidden behind a working toggle button;
 * chapter pages carry the Colab launch link for their notebook and the repository link.
 
+And on a phone (390 x 844, :func:`test_page_on_a_phone`): no display formula, formula, code
+span or image is cut off or runs off the screen except inside a sideways scroll box that
+the keyboard reaches (a formula's box also has a name); in every plotly figure no two
+texts (titles, axis titles, annotations, legend, colour bars, slider values, menus)
+intersect and all lie inside the figure; every plotly slider and menu has a keyboard
+control that Tab reaches, that shows a focus ring and a name, and that changes the figure;
+"Back to top" does not cover a figure's controls; and every matplotlib figure is legible
+(its smallest text at least 9 CSS px as shown, or in the full-size view that Enter opens).
+
 Static checks of the built HTML: no render-blocking script over 50 KB in any page's
 ``<head>``; no CDN URL; plotly.js is not inlined.
 
-A full-page screenshot of every page is written to ``_build/screenshots/``.
+A full-page screenshot of every page is written to ``_build/screenshots/``, and the first
+screen of every page on a phone to ``_build/screenshots/phone-*.png``.
 
 Environment variables:
 
@@ -480,11 +490,246 @@ def test_every_chapter_draws_only_trace_types_of_the_plotly_bundle(built_book: P
     used = {}
     for name in TOC_PAGES:
         text = (built_book / _page_file(name)).read_text(encoding="utf-8")
-        for m in re.finditer(r'<script type="text/x-attn-edu-plotly"[^>]*>(.*?)</script>', text, re.S):
-            fig = _json.loads(re.search(r"var fig = (.*?);\n\s*var config = ", m.group(1), re.S).group(1))
+        for m in re.finditer(r'<script type="text/x-attn-edu-plotly"([^>]*)>(.*?)</script>', text, re.S):
+            src = re.search(r'data-src="([^"]+)"', m.group(1))
+            if src:  # the figure's data has its own script (the build moves it off the page)
+                data = (built_book / _page_file(name)).parent.joinpath(src.group(1)).read_text(encoding="utf-8")
+                fig = _json.loads(data.split("]=", 1)[1].rstrip().rstrip(";"))["fig"]
+            else:
+                fig = _json.loads(re.search(r"var fig = (.*?);\n\s*var config = ", m.group(2), re.S).group(1))
             used.setdefault(name, set()).update(ext._trace_types(fig))
     assert used, "no chapter has a plotly figure: the bundle check checks nothing"
     outside = {name: sorted(types - ext.BUNDLE_TRACE_TYPES) for name, types in used.items()
                if types - ext.BUNDLE_TRACE_TYPES}
     print({name: sorted(types) for name, types in used.items()})
     assert not outside, f"trace types outside the plotly.js bundle: {outside}"
+
+
+# --------------------------------------------------------------------------- on a phone
+#: the phone the book is checked on: CSS px of the viewport (a 6.1" phone; 358 px of column)
+PHONE = {"width": 390, "height": 844}
+#: the smallest text a reader is asked to read, in CSS px (matplotlib figures: the rule below)
+MIN_TEXT_PX = 9
+
+#: Every display formula, inline formula, inline code span and image of the article: each of
+#: its boxes (a span broken over lines has several) lies inside the viewport, or inside an
+#: ancestor that scrolls sideways (``overflow-x: auto|scroll`` with room to scroll), which
+#: must be a tab stop -- and, for a formula, have an accessible name. An ancestor that clips
+#: (``overflow: hidden``) what sticks out of it is a failure. Measured from element boxes.
+_CLIPPED_JS = r"""
+() => {
+  const vw = document.documentElement.clientWidth, out = [];
+  const named = e => !!(e.getAttribute('aria-label') || e.getAttribute('aria-labelledby') || '').trim();
+  function check(el, kind, needName) {
+    for (const r of Array.from(el.getClientRects()).filter(r => r.width > 0.5 && r.height > 0.5)) {
+      let inBox = false;
+      for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+        const cs = getComputedStyle(a);
+        if (cs.overflowX === 'visible') continue;
+        const ar = a.getBoundingClientRect();
+        if (r.left >= ar.left - 1 && r.right <= ar.right + 1) continue;
+        const scrolls = (cs.overflowX === 'auto' || cs.overflowX === 'scroll') && a.scrollWidth > a.clientWidth;
+        const what = `${kind} "${(el.textContent || el.getAttribute('alt') || '').trim().slice(0, 50)}"`;
+        if (!scrolls) out.push(`${what} is cut off by ${a.tagName.toLowerCase()}.${String(a.className).split(' ')[0]} (${Math.round(r.width)} px in ${Math.round(ar.width)} px)`);
+        else if (a.tabIndex < 0) out.push(`${what} scrolls in a box the keyboard cannot reach`);
+        else if (needName && a.matches('div.math') && !named(a)) out.push(`${what} scrolls in a box without an accessible name`);
+        inBox = true;
+        break;
+      }
+      if (!inBox && (r.right > vw + 1 || r.left < -1)) {
+        out.push(`${kind} "${(el.textContent || el.getAttribute('alt') || '').trim().slice(0, 50)}" runs off the screen (${Math.round(r.left)}..${Math.round(r.right)} of ${vw} px)`);
+        break;
+      }
+    }
+  }
+  const art = document.querySelector('.bd-article') || document.querySelector('main') || document.body;
+  art.querySelectorAll('div.math > .katex-display > .katex').forEach(e => check(e, 'display formula', true));
+  art.querySelectorAll('span.math > .katex').forEach(e => check(e, 'formula', false));
+  art.querySelectorAll('code').forEach(e => { if (!e.closest('pre')) check(e, 'code', false); });
+  art.querySelectorAll('img').forEach(e => check(e, 'image', false));
+  if (document.documentElement.scrollWidth > vw + 1) out.push(`the page scrolls sideways (${document.documentElement.scrollWidth} px wide)`);
+  return out;
+}
+"""
+
+#: In every drawn plotly figure: the boxes of its texts (main title, axis titles,
+#: annotations, which include subplot titles, the legend, colour bars, a slider's current
+#: value, menu buttons) lie inside the figure, and no two of them intersect.
+_PLOTLY_TEXT_JS = r"""
+() => Array.from(document.querySelectorAll('.plotly-graph-div')).map((div, fi) => {
+  const fr = div.getBoundingClientRect(), boxes = [], out = [];
+  const add = (sel, kind) => div.querySelectorAll(sel).forEach(e => {
+    if (kind === 'axis title' && e.closest('.colorbar')) return;  // a colour bar's title: in its box
+    const r = e.getBoundingClientRect(), cs = getComputedStyle(e);
+    if (r.width < 1 || r.height < 1 || cs.visibility === 'hidden' || cs.display === 'none') return;
+    if (boxes.some(b => b.el === e || b.el.contains(e))) return;
+    boxes.push({el: e, kind, text: (e.textContent || '').trim().slice(0, 40), l: r.left, t: r.top, r: r.right, b: r.bottom});
+  });
+  add('.infolayer .gtitle', 'title');
+  add('.infolayer text[class$="title"]:not(.gtitle)', 'axis title');
+  add('.infolayer .annotation', 'annotation');
+  add('.infolayer .legend', 'legend');
+  add('.infolayer .colorbar', 'colour bar');
+  add('.slider-container .slider-currentvalue', 'slider value');
+  add('.updatemenu-container .updatemenu-button', 'menu');
+  const name = b => `${b.kind} "${b.text}"`;
+  for (const b of boxes)
+    if (b.l < fr.left - 1 || b.r > fr.right + 1 || b.t < fr.top - 1 || b.b > fr.bottom + 1)
+      out.push(`${name(b)} sticks out of the figure (${Math.round(b.l - fr.left)}..${Math.round(b.r - fr.left)} x ${Math.round(b.t - fr.top)}..${Math.round(b.b - fr.top)} in ${Math.round(fr.width)} x ${Math.round(fr.height)})`);
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i], b = boxes[j];
+    if (Math.min(a.r, b.r) - Math.max(a.l, b.l) > 1 && Math.min(a.b, b.b) - Math.max(a.t, b.t) > 1)
+      out.push(`${name(a)} overlaps ${name(b)}`);
+  }
+  return {figure: fi, title: div.getAttribute('data-title'), problems: out, texts: boxes.length};
+})
+"""
+
+#: a figure's state: what its sliders and menus show, which traces are visible, its title
+_FIGURE_STATE_JS = """
+d => JSON.stringify([(d.layout.sliders || []).map(s => s.active), (d.layout.updatemenus || []).map(u => u.active),
+                     d.data.map(t => t.visible), (d.layout.title || {}).text, d.data.map(t => (t.z || t.y || []).length)])
+"""
+
+
+def _phone_page(browser, server: str, name: str, problems: list):
+    context = offline_context(browser, problems, viewport=PHONE, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.on("pageerror", lambda e: problems.append(f"JS exception: {e}"))
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.goto(f"{server}/{_page_file(name)}", wait_until="networkidle", timeout=TIMEOUT_MS)
+    return context, page
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_on_a_phone(name: str, server: str, browser, built_book: Path) -> None:
+    """The page at 390 x 844 CSS px: nothing of the text is cut off, the plotly figures are
+    laid out for the width (no two texts meet, all inside the figure), every plotly control
+    is reachable with Tab and works with the keyboard, and matplotlib figures are legible.
+
+    The legibility rule: the smallest text of a notebook's matplotlib figure (``data-text-px``,
+    :func:`attn_edu.alt_text.figure_text_px`, in the image's pixels) is at least
+    ``MIN_TEXT_PX`` CSS px as the page shows the image, or else the image is a link that
+    Enter opens at its natural size, in a dialog with the same alt text, where that text is
+    at least ``MIN_TEXT_PX`` px; Escape closes it and gives the focus back."""
+    problems: list[str] = []
+    context, page = _phone_page(browser, server, name, problems)
+    try:
+        if page.evaluate("() => !!window.attnEduFigures"):
+            page.evaluate("() => window.attnEduFigures.drawAll()")
+            page.wait_for_function("() => Array.from(document.querySelectorAll('.plotly-graph-div'))"
+                                   ".every(d => d.querySelector('.main-svg'))", timeout=TIMEOUT_MS, polling=250)
+            page.wait_for_timeout(1000)  # the phone layout's second pass (measured sizes)
+        page.add_style_tag(content=".bd-article section { content-visibility: visible !important; }")
+        page.evaluate("() => Promise.all(Array.from(document.images, i => { i.loading = 'eager';"
+                      " return i.complete ? 0 : new Promise(r => { i.onload = i.onerror = r; }); }))")
+        page.wait_for_timeout(500)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"phone-{name.replace('/', '__')}.png"))
+
+        problems += page.evaluate(_CLIPPED_JS)
+        page.add_script_tag(path=str(AXE_JS))
+        problems += [f"axe at {PHONE['width']} px: {v}" for v in page.evaluate(_AXE_JS)]
+
+        # ---- plotly: text boxes, then every control with the keyboard
+        for fig in page.evaluate(_PLOTLY_TEXT_JS):
+            problems += [f"plotly figure {fig['figure']} ({fig['title']}): {p}" for p in fig["problems"]]
+        for i, div in enumerate(page.query_selector_all(".plotly-graph-div")):
+            want = page.evaluate("d => (d.layout.sliders || []).filter(s => (s.steps || []).length > 1).length"
+                                 " + (d.layout.updatemenus || []).filter(u => (u.buttons || []).length"
+                                 " && u.visible !== false).length", div)
+            controls = page.evaluate_handle(
+                "d => { const out = []; for (let e = d.nextElementSibling; e && e.classList"
+                " && e.classList.contains('attn-edu-figure-keys'); e = e.nextElementSibling) out.push(e);"
+                " return out; }", div)
+            n = page.evaluate("c => c.length", controls)
+            if n != want:
+                problems.append(f"plotly figure {i}: {want} sliders and menus but {n} keyboard controls")
+            for k in range(n):
+                control = page.evaluate_handle("([c, k]) => c[k]", [controls, k]).as_element()
+                target = control.query_selector("button") or control
+                target.focus()
+                page.keyboard.press("Shift+Tab")
+                page.keyboard.press("Tab")  # back by the keyboard: it is in the tab order
+                what = f"plotly figure {i}, control {k}"
+                if not page.evaluate("t => document.activeElement === t", target):
+                    problems.append(f"{what}: Tab does not reach it")
+                    continue
+                info = page.evaluate(
+                    "t => { const r = t.getBoundingClientRect(), cs = getComputedStyle(t);"
+                    " const box = t.closest('.attn-edu-figure-keys');"
+                    " return {w: r.width, h: r.height, l: r.left, r: r.right, outline: cs.outlineStyle,"
+                    " ow: parseFloat(cs.outlineWidth), name: (box.getAttribute('aria-label') || '').trim(),"
+                    " text: t.textContent.trim(), tag: t.tagName}; }", target)
+                if info["w"] < 10 or info["h"] < 10 or info["l"] < -1 or info["r"] > PHONE["width"] + 1:
+                    problems.append(f"{what}: not shown on the screen when it has the focus ({info})")
+                if info["outline"] == "none" or info["ow"] < 2:
+                    problems.append(f"{what}: no visible focus ({info['outline']} {info['ow']} px)")
+                if not (info["name"] or info["text"]):
+                    problems.append(f"{what}: no accessible name")
+                before = page.evaluate(_FIGURE_STATE_JS, div)
+                keys = {"INPUT": ("End", "Home"), "SELECT": ("ArrowDown", "ArrowUp")}.get(info["tag"], ("Enter",))
+                for key in keys:  # at the last step already, the other way
+                    page.keyboard.press(key)
+                    page.wait_for_timeout(1200)
+                    if page.evaluate(_FIGURE_STATE_JS, div) != before:
+                        break
+                else:
+                    problems.append(f"{what} ({info['tag'].lower()} {info['name'] or info['text']}): "
+                                    f"{key} changes nothing in the figure")
+                if info["tag"] == "BUTTON":  # Play: stop the animation again
+                    for b in control.query_selector_all("button")[1:]:
+                        b.focus()
+                        page.keyboard.press("Enter")
+
+        # ---- "Back to top" never covers a figure's controls
+        slider = page.query_selector(".plotly-graph-div .slider-container")
+        if slider is not None:
+            page.evaluate("s => { const r = s.getBoundingClientRect();"
+                          " window.scrollBy(0, r.top - innerHeight * 0.9 + 300); }", slider)
+            page.wait_for_timeout(200)
+            page.mouse.wheel(0, -300)  # scrolling up shows the theme's button
+            page.wait_for_timeout(500)
+            covered = page.evaluate(
+                "() => { const b = document.getElementById('pst-back-to-top'); if (!b) return [];"
+                " const r = b.getBoundingClientRect(); if (!r.width) return [];"
+                " return Array.from(document.querySelectorAll('.slider-container, .updatemenu-container'))"
+                ".filter(s => { const q = s.getBoundingClientRect(); return q.right > r.left && q.left < r.right"
+                " && q.bottom > r.top && q.top < r.bottom; }).length; }")
+            if covered:
+                problems.append(f"'Back to top' covers {covered} figure controls")
+
+        # ---- matplotlib figures: legible as shown, or opened full size with the keyboard
+        for img in page.query_selector_all(".bd-article img[data-text-px]"):
+            info = page.evaluate("i => ({px: parseFloat(i.dataset.textPx), w: i.clientWidth, nw: i.naturalWidth,"
+                                 " alt: i.alt, link: !!i.closest('a.attn-edu-zoom')})", img)
+            shown = info["px"] * info["w"] / max(info["nw"], 1)
+            if shown >= MIN_TEXT_PX:
+                continue
+            if info["px"] < MIN_TEXT_PX:
+                problems.append(f"figure '{info['alt'][:50]}': its smallest text is {info['px']} px even at "
+                                f"full size (under {MIN_TEXT_PX})")
+                continue
+            if not info["link"]:
+                problems.append(f"figure '{info['alt'][:50]}': text {shown:.1f} px and no full-size view")
+                continue
+            link = img.evaluate_handle("i => i.closest('a.attn-edu-zoom')").as_element()
+            link.focus()
+            page.keyboard.press("Enter")
+            page.wait_for_timeout(300)
+            big = page.evaluate("() => { const d = document.querySelector('dialog.attn-edu-zoom-view[open]');"
+                                " const i = d && d.querySelector('img'); return i && {w: i.getBoundingClientRect().width,"
+                                " alt: i.alt, focus: d.contains(document.activeElement)}; }")
+            if not big or big["w"] < info["nw"] - 1 or big["alt"] != info["alt"] or not big["focus"]:
+                problems.append(f"figure '{info['alt'][:50]}': Enter does not open it at full size with its "
+                                f"alt text ({big}, natural width {info['nw']})")
+            page.keyboard.press("Escape")
+            page.wait_for_timeout(200)
+            if page.evaluate("() => !!document.querySelector('dialog.attn-edu-zoom-view')") or \
+                    not page.evaluate("l => document.activeElement === l", link):
+                problems.append(f"figure '{info['alt'][:50]}': Escape does not close the full-size view "
+                                "and give the focus back")
+    finally:
+        context.close()
+    assert not problems, f"{name} at {PHONE['width']} x {PHONE['height']}:\n  " + "\n  ".join(problems)

@@ -63,7 +63,8 @@ def test_font_awesome_icons_become_inline_svg(ext):
           'var s={bars:[448,512,[],"f0c9","M0 96z"],"magnifying-glass":[512,512,[128269],"f002","M416 208z"]};'
           'd("fas",s);d("fas",s);')
     icons = ext._fontawesome_icons(js)
-    assert set(icons) == {("brands", "github"), ("solid", "bars"), ("solid", "magnifying-glass")}
+    assert set(icons) == {("brands", "github"), ("solid", "bars"), ("solid", "magnifying-glass"),
+                          ("brands", 0xf09b), ("solid", 0xf0c9), ("solid", 0xf002)}  # by name and code
     page = ('<head><script defer src="../_static/scripts/fontawesome.js?digest=1"></script></head>'
             '<i class="theme-switch fa-solid fa-bars fa-lg" data-mode="light"></i>'
             '<span class="fab fa-github"></span>')
@@ -118,3 +119,90 @@ def test_second_level_sections_get_a_placeholder_no_smaller_than_their_content(e
     assert heights[0] >= 100 * 28 + 2 * 500 and heights[1] < heights[0]
     assert '<section id="top">' in new and '<section id="a1">' in new  # only the second level
     assert re.sub(r' style="[^"]*"', "", new) == body
+
+
+def test_a_figure_s_data_leaves_the_page_for_its_own_script(ext, tmp_path):
+    go = pytest.importorskip("plotly.graph_objects")
+    fig = go.Figure(go.Bar(y=[1, 2]), layout={"title": {"text": "Bars. Two of them"}})
+    body, n = ext._defer_figures(_figure_html(fig), "notebooks/ch", tmp_path)
+    m = re.search(r'<script type="text/x-attn-edu-plotly" data-div="(attn-edu-plotly-\w+)" '
+                  r'data-src="\.\./_static/attn-edu-figures/(attn-edu-plotly-\w+)\.js"></script>', body)
+    assert n == 1 and m and m.group(1) == m.group(2)
+    assert 'data-title="Bars"' in body  # the title ends at a sentence's end, not at any dot
+    data = (tmp_path / ext.FIGURE_DATA_DIR / f"{m.group(1)}.js").read_text()
+    assert data.startswith("(window.attnEduFigureData=window.attnEduFigureData||{})[")
+    import json as _json
+    payload = _json.loads(data.split("]=", 1)[1].rstrip().rstrip(";"))
+    assert payload["fig"]["data"][0]["type"] == "bar" and payload["config"]["responsive"] is True
+
+
+def test_inline_code_may_break_after_dots_and_images_open_full_size(ext):
+    body = ('<p><code class="docutils literal notranslate"><span class="pre">attn_edu.reference_torch.f</span>'
+            '</code></p><img alt="A plot." class="attn-edu-textpx-139" src="../_images/a.png" />'
+            '<a class="reference internal image-reference" href="x.png"><img alt="b" src="../_images/b.png" /></a>')
+    assert '<span class="pre">attn_edu.<wbr>reference_torch.<wbr>f</span>' in ext._breakable_code(body)
+    new, n = ext._zoomable_images(body)
+    assert n == 1  # the image that is already a link stays as it is
+    assert ('<a class="attn-edu-zoom" href="../_images/a.png" aria-describedby="attn-edu-zoom-hint">'
+            '<img alt="A plot." src="../_images/a.png" data-text-px="13.9" /></a>') in new
+    assert '<span id="attn-edu-zoom-hint" hidden>' in new
+
+
+def test_each_page_gets_only_the_css_rules_that_can_match_it(ext, tmp_path):
+    pytest.importorskip("tinycss2")
+    static = tmp_path / "_static"
+    (static / "scripts").mkdir(parents=True)
+    (static / "katex" / "fonts").mkdir(parents=True)
+    (static / "katex" / "fonts" / "KaTeX_Main-Regular.woff2").write_bytes(b"")
+    (static / "theme.css").write_text(
+        ':root{--pst-icon-bell:"\\f0f3";--pst-icon-admonition-default:var(--pst-icon-bell)}'
+        ".used{color:red}.unused{color:blue}.used:not(.absent){margin:0}.shown-by-js{top:0}"
+        "@media (min-width:9px){.unused{x:1}.used{y:2}}"
+        ".admonition>.admonition-title:after{content:var(--pst-icon-admonition-default);font:var(--fa-font-solid)}"
+        ".fa-solid{font-family:Font Awesome\\ 6 Free}"
+        '@font-face{font-family:"Font Awesome 6 Free";src:url(fa.woff2)}')
+    (static / "katex" / "katex.min.css").write_text(
+        "@font-face{font-family:KaTeX_Main;src:url(fonts/KaTeX_Main-Regular.woff2) format(\"woff2\")}.katex{font:1em KaTeX_Main}")
+    (static / "app.js").write_text('el.classList.add("shown-by-js")')
+    page = tmp_path / "notebooks" / "p.html"
+    page.parent.mkdir()
+    page.write_text('<html><head><link rel="stylesheet" href="../_static/theme.css?v=1" />\n'
+                    '<link rel="stylesheet" type="text/css" href="../_static/katex/katex.min.css" />\n'
+                    '<script defer src="../_static/app.js"></script></head><body><article class="bd-article">'
+                    '<div class="used admonition"><p class="admonition-title">T</p><svg class="fa-solid"></svg></div>'
+                    '<span class="katex">x</span></article></body></html>')
+    icons = {("solid", 0xf0f3): ("448", "512", "M224 0z")}
+    top = tmp_path / "top.html"  # a page one folder up: its URLs differ
+    top.write_text(page.read_text().replace("../_static", "_static"))
+    both = ext._inline_stylesheets(tmp_path, [(page, page.read_text()), (top, top.read_text())], icons)
+    assert 'url("_static/katex/fonts/KaTeX_Main-Regular.woff2")' in both[top]
+    new = both[page]
+    style = re.search(r'<style id="attn-edu-css" data-sheets="[^"]*">(.*?)</style>', new).group(1)
+    assert "<link rel=\"stylesheet\"" not in new
+    assert ".used{color:red}" in style and ".unused" not in style and ".used:not(.absent)" in style
+    assert ".shown-by-js{top:0}" in style and "@media (min-width:9px){.used{y:2}}" in style
+    assert "Font Awesome" not in style.split(".fa-solid")[0] and "fa.woff2" not in style
+    assert 'content:"";--attn-edu-icon:url("data:image/svg+xml,' in style and "M224 0z" in style
+    assert "mask:var(--attn-edu-icon)" in style.split(".admonition>")[1].split("}")[0]
+    assert "mask" not in style.split(".fa-solid{")[1].split("}")[0]  # the inline <svg> icons are untouched
+    assert 'font-display:swap;font-family:KaTeX_Main;src:url("../_static/katex/fonts/KaTeX_Main-Regular.woff2")' in style
+    assert '<link rel="preload" href="../_static/katex/fonts/KaTeX_Main-Regular.woff2" as="font"' in new
+    # run again (after a CSS edit): the page's own sheets are inlined again, the same way
+    assert ext._inline_stylesheets(tmp_path, [(page, new)], icons)[page] == new
+
+
+def test_the_search_index_stays_on_the_search_page(ext, tmp_path):
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static" / "documentation_options.js").write_text("const DOCUMENTATION_OPTIONS = {};")
+    head = ('<head><script src="_static/documentation_options.js?v=1"></script>\n'
+            '<link rel="preload" as="script" href="_static/scripts/bootstrap.js?digest=1" />\n'
+            '<script src="_static/searchtools.js"></script>\n<script src="searchindex.js"></script></head>'
+            '<body><img alt="Colab logo" src="x.png"><article class="bd-article"><img alt="a" src="y.png"></article></body>')
+    for name in ("page.html", "search.html"):
+        (tmp_path / name).write_text(head)
+    ext.finish_html(tmp_path)
+    page, search = (tmp_path / "page.html").read_text(), (tmp_path / "search.html").read_text()
+    assert "searchindex.js" not in page and "searchtools.js" not in page
+    assert '<script defer src="searchindex.js">' in search
+    assert "<script>const DOCUMENTATION_OPTIONS = {};</script>" in page and 'rel="preload" as="script"' not in page
+    assert '<img loading="lazy" alt="Colab logo"' in page and '<img alt="a"' in page

@@ -101,6 +101,10 @@ BUNDLE_TRACE_TYPES = frozenset({
 })
 #: the small deferred script that draws figures near the viewport
 FIGURES_JS = "attn-edu/figures.js"
+#: the small deferred script that opens a figure image at full size (a <dialog>)
+ZOOM_JS = "attn-edu/zoom.js"
+#: the id of the page's one description of what a figure's link does
+ZOOM_HINT_ID = "attn-edu-zoom-hint"
 BOOK_CSS = "attn-edu/book.css"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -177,31 +181,62 @@ def _figure_alt(js: str) -> tuple[str, set]:
     return plotly_alt_text(fig), _trace_types(fig)
 
 
-def _defer_figures(body: str, pagename: str) -> tuple[str, int]:
-    """Turn every plotly figure's inline script into one that figures.js runs on demand."""
+#: where a figure's data goes, relative to the output folder (one small script per figure)
+FIGURE_DATA_DIR = "_static/attn-edu-figures"
+_FIG_CONFIG_RE = re.compile(r"var config = (?P<json>.*?);\n", re.S)
+
+
+def figure_data_script(div_id: str, fig_json: str, config_json: str) -> str:
+    """The script that carries one figure's data: figures.js adds it to the page (a
+    ``<script src>``, which also works for a page opened from the disk) when the figure
+    comes near the viewport, and reads ``window.attnEduFigureData[div_id]``."""
+    safe = json.dumps(div_id)
+    return (f"(window.attnEduFigureData=window.attnEduFigureData||{{}})[{safe}]="
+            f'{{"fig":{fig_json},"config":{config_json}}};\n')
+
+
+def _defer_figures(body: str, pagename: str, outdir: Path | None = None) -> tuple[str, int]:
+    """Turn every plotly figure's inline script into one that figures.js runs on demand.
+
+    With ``outdir``, a figure's data (its JSON, up to a few hundred KB on a chapter page)
+    leaves the page for ``FIGURE_DATA_DIR/<div id>.js``, which figures.js loads with the
+    figure: the page a phone downloads first is smaller by all of its figures."""
     count = 0
+    depth = pagename.count("/")
 
     def swap(m: re.Match) -> str:
         nonlocal count
         count += 1
-        alt, types = _figure_alt(m.group("js"))
+        js = m.group("js")
+        alt, types = _figure_alt(js)
         outside = sorted(types - BUNDLE_TRACE_TYPES)
         if outside:
             logger.warning("[attn_edu_book] %s: a plotly figure uses trace types %s, which the "
                            "partial plotly.js bundle lacks (book/_static/plotly/README.md)",
                            pagename, outside)
-        title = alt.split(".")[0].removeprefix("Interactive figure: ")
-        return (f'<div id="{m.group("id")}" class="plotly-graph-div"{m.group("attrs")} '
+        title = re.split(r"\.(?:\s|$)", alt)[0].removeprefix("Interactive figure: ")
+        div_id = m.group("id")
+        fig, config = _FIG_JSON_RE.search(js), _FIG_CONFIG_RE.search(js)
+        inline, src = js, ""
+        if outdir is not None and fig and config:
+            path = Path(outdir) / FIGURE_DATA_DIR / f"{div_id}.js"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(figure_data_script(div_id, fig.group("json"), config.group("json")), encoding="utf-8")
+            inline, src = "", f' data-src="{"../" * depth}{FIGURE_DATA_DIR}/{div_id}.js"'
+        return (f'<div id="{div_id}" class="plotly-graph-div"{m.group("attrs")} '
                 f'role="figure" aria-label="{html.escape(alt)}" '
                 f'data-title="{html.escape(title)}" data-attn-edu-pending></div>\n'
-                f'<script type="text/x-attn-edu-plotly" data-div="{m.group("id")}">'
-                f'{m.group("js")}</script>')
+                f'<script type="text/x-attn-edu-plotly" data-div="{div_id}"{src}>'
+                f'{inline}</script>')
 
     return _FIGURE_RE.sub(swap, body), count
 
 
 # --------------------------------------------------------------------------- math (KaTeX)
 KATEX_CSS = "katex/katex.min.css"
+#: the accessible name of a display formula's box (it scrolls sideways where it is wider
+#: than the column; the theme's lazy tab-stop pass keeps it a tab stop only then)
+DISPLAY_MATH_NAME = "equation"
 _KATEX_JS = Path(__file__).resolve().parent / "katex" / "render.js"
 #: docname -> how many formulas KaTeX could not typeset (MathJax stays for those)
 _MATH_LEFT: dict[str, int] = {}
@@ -260,8 +295,10 @@ def _typeset_math(app: Sphinx, doctree: Any, docname: str) -> None:
         tag = "div" if display else "span"
         ids = " ".join(n.get("ids", []))
         id_attr = f' id="{ids.split()[0]}"' if ids else ""
-        n.replace_self(nodes.raw("", f'<{tag}{id_attr} class="math notranslate nohighlight">'
-                                     f'{res["html"]}</{tag}>', format="html"))
+        # a display formula is its own scroll box (book.css): a tab stop with a name
+        box = f' tabindex="0" role="group" aria-label="{DISPLAY_MATH_NAME}"' if display else ""
+        n.replace_self(nodes.raw("", f'<{tag}{id_attr} class="math notranslate nohighlight katex-math"'
+                                     f'{box}>{res["html"]}</{tag}>', format="html"))
     _MATH_LEFT[docname] = left
 
 
@@ -282,7 +319,7 @@ def _typeset_toc_math(toc: str) -> tuple[str, int]:
     for m, res in zip(found, results):
         parts.append(toc[pos:m.start()])
         if "html" in res:
-            parts.append(f'<span class="math notranslate nohighlight">{res["html"]}</span>')
+            parts.append(f'<span class="math notranslate nohighlight katex-math">{res["html"]}</span>')
         else:
             parts.append(m.group(0))
             left += 1
@@ -320,10 +357,12 @@ def _fontawesome_icons(js: str) -> dict:
     marks.sort()
     icons, start = {}, 0
     icon_re = re.compile(r'(?:"(?P<q>[a-z0-9-]+)"|(?<![\w$-])(?P<b>[a-z][a-z0-9]*)):\[(?P<w>\d+),(?P<h>\d+),'
-                         r'\[[^\]]*\],"[0-9a-f]+","(?P<d>M[^"]+)"\]')
+                         r'\[[^\]]*\],"(?P<code>[0-9a-f]+)","(?P<d>M[^"]+)"\]')
     for end, pack in marks:
         for m in icon_re.finditer(js, start, end):
-            icons.setdefault((pack, m.group("q") or m.group("b")), (m.group("w"), m.group("h"), m.group("d")))
+            icon = (m.group("w"), m.group("h"), m.group("d"))
+            icons.setdefault((pack, m.group("q") or m.group("b")), icon)
+            icons.setdefault((pack, int(m.group("code"), 16)), icon)  # by code point, for CSS
         start = end
     return icons
 
@@ -364,10 +403,14 @@ THEME_JS = "scripts/pydata-sphinx-theme.js"
 #: a block has ``tabindex="0"`` -- the one :func:`_page_context` gives every ``<pre>``, and
 #: the one it gets back when it leaves -- so the keyboard can reach every block that may
 #: scroll, and no checker finds a scrollable block the keyboard cannot reach.
+#: The patch also adds the display formulas typeset by KaTeX (``div.math.katex-math``, their
+#: own sideways scroll box in book.css) to the blocks the pass looks at, and measures them
+#: sideways only (a formula's box may be a pixel shorter than its content: not a scroll).
 _THEME_TAB_STOP = "e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1"
 _LAZY_TAB_STOP = (
     "(window.attnEduTabStop||(window.attnEduTabStop=(()=>{"
-    "const m=t=>{t.tabIndex=t.scrollWidth>t.clientWidth||t.scrollHeight>t.clientHeight?0:-1},"
+    "const m=t=>{t.tabIndex=t.scrollWidth>t.clientWidth||!t.classList.contains(\"katex-math\")"
+    "&&t.scrollHeight>t.clientHeight?0:-1},"
     "near=new Set,seen=new WeakSet,ro=new ResizeObserver(es=>{for(const x of es)m(x.target)}),"
     "io=new IntersectionObserver(es=>{for(const x of es){const t=x.target;"
     "if(x.isIntersecting){if(!near.has(t)){near.add(t);ro.observe(t)}}"
@@ -376,17 +419,343 @@ _LAZY_TAB_STOP = (
 )
 
 
+_THEME_TAB_STOP_BLOCKS = '".pst-scrollable-table-container"]'
+_TAB_STOP_BLOCKS = '".pst-scrollable-table-container","div.math.katex-math"]'
+
+
 def _patch_theme_tab_stops(path: Path) -> bool:
-    """Make the theme's tab-stop pass lazy (see above); False when its code was not found."""
+    """Make the theme's tab-stop pass lazy and add display math to it (see above); False
+    when its code was not found."""
     if not path.is_file():
         return False
     text = path.read_text(encoding="utf-8")
-    if "window.attnEduTabStop" in text:
+    if "window.attnEduTabStop" in text and _TAB_STOP_BLOCKS in text:
         return True
-    if text.count(_THEME_TAB_STOP) != 1:
+    if text.count(_THEME_TAB_STOP) != 1 or text.count(_THEME_TAB_STOP_BLOCKS) != 1:
         return False
-    path.write_text(text.replace(_THEME_TAB_STOP, _LAZY_TAB_STOP), encoding="utf-8")
+    text = text.replace(_THEME_TAB_STOP, _LAZY_TAB_STOP).replace(_THEME_TAB_STOP_BLOCKS, _TAB_STOP_BLOCKS)
+    path.write_text(text, encoding="utf-8")
     return True
+
+
+# --------------------------------------------------------------------------- stylesheets
+#: A chapter page linked 12 stylesheets (100 KB compressed, most of it Bootstrap and Font
+#: Awesome rules that match nothing on the page), which the browser must fetch before it
+#: paints anything: on a phone's connection the first paragraph waited seconds for them.
+#: At the end of the build every page gets, in place of its ``<link rel="stylesheet">``
+#: tags, one ``<style>`` with the rules of those same sheets, in the same order, that can
+#: match the page: a rule is dropped when a class or id its selector requires (outside
+#: ``:not()``, ``:is()``...) is neither in the page's HTML nor a word of a script the pages
+#: run (scripts add classes: ``show``, ``toggle-hidden``...). Every colour mode's rules stay
+#: (they are attribute selectors). On the way:
+#:
+#: * icon-font glyphs become SVG masks: a rule whose ``content`` is a Font Awesome glyph
+#:   (the theme's admonition icons) draws that glyph's path, read from ``fontawesome.js``,
+#:   as a CSS mask in ``currentColor``; the icon fonts (153 KB, ``font-display: block``) are
+#:   no longer requested, their ``@font-face`` rules dropped;
+#: * KaTeX's ``@font-face`` rules get ``font-display: swap`` (text shows at once), and the
+#:   KaTeX fonts the page's first screen uses are preloaded (they arrive before the first
+#:   paint, so the swap moves nothing);
+#: * ``url()``s are rewritten for the page's folder.
+#:
+#: Nothing is fetched before the first paint but the page itself.
+STYLE_ID = "attn-edu-css"
+_DONE_STYLE_RE = re.compile(r'<style id="attn-edu-css" data-sheets="([^"]*)">.*?</style>\n?', re.S)
+_PRELOAD_FONT_RE = re.compile(r'<link rel="preload" [^>]*data-attn-edu-font />\n?')
+_LINK_CSS_RE = re.compile(r'[ \t]*<link\b(?=[^>]*\brel="stylesheet")(?![^>]*\bmedia="(?!all|screen))[^>]*>\n?')
+_HREF_RE = re.compile(r'\bhref="([^"]+)"')
+_CLASS_ID_RE = re.compile(r'\b(?:class|id)="([^"]*)"')
+_JS_WORD_RE = re.compile(r"[A-Za-z_][\w-]*")
+_SCRIPT_SRC_RE = re.compile(r'<script\b[^>]*\bsrc="([^"]+)"')
+_CSS_URL_RE = re.compile(r'url\((["\']?)([^"\')]+)\1\)')
+_ROOT = "@@attn-edu-root@@/"
+#: scripts whose words do not name classes of the pages' stylesheets (their own CSS is
+#: their own: plotly.js and MathJax inject it; fontawesome.js holds every icon's name; the
+#: search index and the stemmer's word lists are data)
+_NOT_CLASS_SOURCES = ("plotly", "mathjax", "fontawesome", "searchindex", "language_data")
+#: KaTeX's font of each class it writes (katex.min.css), for the preloads
+KATEX_FONTS = {
+    "katex": "KaTeX_Main-Regular", "mathnormal": "KaTeX_Math-Italic", "mathit": "KaTeX_Main-Italic",
+    "mathbf": "KaTeX_Main-Bold", "boldsymbol": "KaTeX_Math-BoldItalic", "amsrm": "KaTeX_AMS-Regular",
+    "mathbb": "KaTeX_AMS-Regular", "mathcal": "KaTeX_Caligraphic-Regular", "mathfrak": "KaTeX_Fraktur-Regular",
+    "mathtt": "KaTeX_Typewriter-Regular", "mathsf": "KaTeX_SansSerif-Regular", "mathscr": "KaTeX_Script-Regular",
+    "size1": "KaTeX_Size1-Regular", "size2": "KaTeX_Size2-Regular", "size3": "KaTeX_Size3-Regular",
+    "size4": "KaTeX_Size4-Regular", "small-op": "KaTeX_Size1-Regular", "large-op": "KaTeX_Size2-Regular",
+}
+#: how much of the article counts as its first screen (for the font preloads): this many
+#: characters of text (a phone shows about 1,200, a desktop about 2,500), with what precedes it
+FIRST_SCREEN_TEXT = 2500
+
+
+def _selector_needs(prelude: list) -> list[set]:
+    """For each selector of a rule's selector list, the class and id names it requires
+    (top level only: what is inside ``:not()``, ``:is()``, ``:has()`` requires nothing)."""
+    out, cur, prev = [], set(), None
+    for tok in prelude:
+        if tok.type == "literal" and tok.value == ",":
+            out.append(cur)
+            cur, prev = set(), None
+            continue
+        if tok.type == "ident" and prev is not None and prev.type == "literal" and prev.value == ".":
+            cur.add(tok.value)
+        elif tok.type == "hash" and tok.is_identifier:
+            cur.add(tok.value)
+        prev = tok
+    out.append(cur)
+    return out
+
+
+class _Sheet:
+    """A stylesheet, parsed once: ``items`` = [(needs | None, css text | nested items,
+    at-rule prefix)], ready to be filtered by the classes a page has."""
+
+    def __init__(self, path: Path, out: Path, icons: dict, custom: dict) -> None:
+        import tinycss2  # noqa: PLC0415  (a dependency of nbconvert, so of jupyter-book)
+
+        self.tinycss2 = tinycss2
+        self.icons, self.custom = icons, custom
+        self.path, self.out = path, out
+        text = path.read_text(encoding="utf-8")
+        self.items = self._items(tinycss2.parse_stylesheet(text, skip_comments=True, skip_whitespace=True))
+
+    def _url(self, m: re.Match) -> str:
+        url = m.group(2)
+        if re.match(r"^(?:[a-z]+:|#|/)", url):
+            return m.group(0)
+        target = (self.path.parent / url.split("#")[0].split("?")[0]).resolve()
+        rel = target.relative_to(self.out.resolve()).as_posix()
+        return f'url("{_ROOT}{rel}")'
+
+    def _text(self, css: str) -> str:
+        css = re.sub(r"\s*([{};])\s*", r"\1", re.sub(r"\s+", " ", css))  # basic.css is not minified
+        return _CSS_URL_RE.sub(self._url, css)
+
+    def _items(self, rules: list) -> list:
+        t = self.tinycss2
+        items = []
+        for r in rules:
+            if r.type == "qualified-rule":
+                selector = t.serialize(r.prelude)
+                decls = _rewrite_declarations(t, r.content, self.icons, self.custom,
+                                              pseudo=bool(re.search(r":(?::)?(?:before|after)\b", selector)))
+                if decls is None:
+                    continue
+                items.append((_selector_needs(r.prelude), self._text(t.serialize(r.prelude).strip() + "{" + decls + "}"), ""))
+            elif r.type == "at-rule":
+                kw = r.lower_at_keyword
+                if kw == "charset":
+                    continue
+                if kw == "import":
+                    urls = [tok.value for tok in r.prelude if tok.type in ("string", "url")]
+                    if urls:
+                        sub = _Sheet(self.path.parent / urls[0], self.out, self.icons, self.custom)
+                        items.extend(sub.items)
+                    continue
+                if kw == "font-face":
+                    face = t.serialize(r.content)
+                    if "Font Awesome" in face:
+                        continue  # the icons are SVG now (masks and inline <svg>)
+                    if "KaTeX" in face and "font-display" not in face:
+                        face = "font-display:swap;" + face
+                    items.append((None, self._text("@font-face{" + face + "}"), ""))
+                elif kw in ("media", "supports", "layer", "container") and r.content is not None:
+                    inner = self._items(t.parse_blocks_contents(r.content, skip_comments=True, skip_whitespace=True))
+                    items.append((None, inner, "@" + r.at_keyword + t.serialize(r.prelude)))
+                else:
+                    items.append((None, self._text(t.serialize([r])), ""))
+        return items
+
+    def css(self, tokens: set) -> str:
+        return _filter_items(self.items, tokens)
+
+
+def _filter_items(items: list, tokens: set) -> str:
+    parts = []
+    for needs, body, prefix in items:
+        if isinstance(body, list):
+            inner = _filter_items(body, tokens)
+            if inner:
+                parts.append(prefix + "{" + inner + "}")
+        elif needs is None or any(req <= tokens for req in needs):
+            parts.append(body)
+    return "".join(parts)
+
+
+def _custom_properties(paths: list[Path]) -> dict:
+    """``--name: value`` of every custom property the sheets set (the theme's icon names)."""
+    found = {}
+    for path in paths:
+        for m in re.finditer(r"(--[\w-]+):([^;}]*)", path.read_text(encoding="utf-8")):
+            found[m.group(1)] = m.group(2).strip()
+    return found
+
+
+def _icon_code(value: str, custom: dict) -> int | None:
+    """The code point of an icon-font glyph a ``content`` value shows (through ``var()``s)."""
+    for _ in range(5):
+        m = re.fullmatch(r"var\((--[\w-]+)\)", value.strip())
+        if not m:
+            break
+        value = custom.get(m.group(1), "")
+    m = re.fullmatch(r'\s*(["\'])(.+?)\1\s*', value)
+    if not m:
+        return None
+    s = m.group(2)
+    if re.fullmatch(r"\\[0-9a-fA-F]{4,5}\s?", s):
+        code = int(s.strip()[1:], 16)
+    elif len(s) == 1:
+        code = ord(s)
+    else:
+        return None
+    return code if 0xE000 <= code <= 0xF8FF else None
+
+
+def _svg_mask(w: str, h: str, d: str) -> str:
+    from urllib.parse import quote  # noqa: PLC0415
+
+    svg = f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {w} {h}'><path d='{d}'/></svg>"
+    return 'url("data:image/svg+xml,' + quote(svg, safe=" /:=',.-") + '")'
+
+
+#: what a rule that drew an icon with the icon font draws instead (before its own
+#: declarations: its width, height, position... still apply)
+_MASK_DECLS = ("display:inline-block;width:1em;height:1em;vertical-align:-.125em;"
+               "background-color:currentColor;-webkit-mask:var(--attn-edu-icon) center/contain no-repeat;"
+               "mask:var(--attn-edu-icon) center/contain no-repeat;")
+
+
+def _rewrite_declarations(t: Any, content: list, icons: dict, custom: dict, pseudo: bool = True) -> str | None:
+    """A rule's declarations, with icon-font glyphs turned into SVG masks (``pseudo``: the
+    rule styles a ``::before``/``::after``, where an icon font draws its glyphs)."""
+    text = t.serialize(content)
+    if "fa-font" not in text and "Font Awesome" not in text and "content" not in text:
+        return text
+    decls = t.parse_blocks_contents(content, skip_comments=True, skip_whitespace=True)
+    out, icon_font, pack = [], False, "solid"
+    for d in decls:
+        if d.type != "declaration":
+            out.append(t.serialize([d]))
+            continue
+        value = t.serialize(d.value).strip()
+        imp = "!important" if d.important else ""
+        if d.lower_name in ("font", "font-family") and ("fa-font" in value or "Font Awesome" in value) \
+                and pseudo:
+            icon_font = True
+            pack = "brands" if ("brands" in value.lower()) else "regular" if "regular" in value else "solid"
+            continue
+        if d.lower_name == "content":
+            code = _icon_code(value, custom)
+            if code is not None:
+                icon = icons.get((pack, code)) or icons.get(("solid", code)) or icons.get(("brands", code)) \
+                    or icons.get(("regular", code))
+                if icon is not None:
+                    out.append(f'content:""{imp};--attn-edu-icon:{_svg_mask(*icon)}')
+                    continue
+        out.append(f"{d.name}:{value}{imp}")
+    return (_MASK_DECLS if icon_font else "") + ";".join(out)
+
+
+def _page_depth(page: Path, out: Path) -> int:
+    return len(page.relative_to(out).parts) - 1
+
+
+def _script_words(out: Path, pages: list[tuple[Path, str]]) -> set:
+    """Every word of every script the pages run (but plotly.js, MathJax, fontawesome.js)."""
+    words: set = set()
+    seen: set = set()
+    for page, text in pages:
+        for src in _SCRIPT_SRC_RE.findall(text):
+            path = (page.parent / src.split("?")[0]).resolve()
+            if path in seen or not path.is_file() or any(n in path.name for n in _NOT_CLASS_SOURCES):
+                continue
+            seen.add(path)
+            words.update(_JS_WORD_RE.findall(path.read_text(encoding="utf-8", errors="replace")))
+    for extra in (FIGURES_JS, ZOOM_JS):  # loaded by the pages that need them
+        path = out / "_static" / extra
+        if path.is_file():
+            words.update(_JS_WORD_RE.findall(path.read_text(encoding="utf-8")))
+    return words
+
+
+def _katex_preloads(text: str, depth: int, out: Path) -> str:
+    """``<link rel="preload">`` of the KaTeX fonts the page's first screen uses."""
+    start, article = text.find("<body"), text.find("<article")
+    if start < 0 or article < 0:
+        return ""
+    seen, end = 0, len(text)
+    for m in re.finditer(r">([^<]+)<", text[article:]):
+        seen += len(m.group(1).strip())
+        if seen >= FIRST_SCREEN_TEXT:
+            end = article + m.end()
+            break
+    first = text[start:end]
+    if 'class="katex' not in first:
+        return ""
+    classes = set()
+    for m in _CLASS_ID_RE.finditer(first):
+        classes.update(m.group(1).split())
+    fonts = list(dict.fromkeys(f for c, f in KATEX_FONTS.items() if c in classes))
+    prefix = "../" * depth
+    links = []
+    for font in fonts:
+        if (out / "_static" / "katex" / "fonts" / f"{font}.woff2").is_file():
+            links.append(f'<link rel="preload" href="{prefix}_static/katex/fonts/{font}.woff2" as="font" '
+                         f'type="font/woff2" crossorigin="anonymous" data-attn-edu-font />')
+    return "\n".join(links)
+
+
+def _inline_stylesheets(out: Path, pages: list[tuple[Path, str]], icons: dict) -> dict:
+    """``{page: new text}``: each page's stylesheets as one pruned ``<style>`` (see above)."""
+    try:
+        import tinycss2  # noqa: F401,PLC0415
+    except ImportError:
+        logger.info("[attn_edu_book] tinycss2 is missing: the pages keep their stylesheet links")
+        return {}
+    def restore(text: str) -> str:
+        """A page inlined before (finish_html run again, after a CSS edit): its links again."""
+        done = _DONE_STYLE_RE.search(text)
+        if not done:
+            return text
+        links = "".join(f'<link rel="stylesheet" href="{href}" />\n'
+                        for href in html.unescape(done.group(1)).split())
+        return _PRELOAD_FONT_RE.sub("", text.replace(done.group(0), links))
+
+    pages = [(page, restore(text)) for page, text in pages]
+    words = _script_words(out, pages)
+    sheets: dict[Path, _Sheet] = {}
+    css_paths = sorted({(page.parent / href.split("?")[0]).resolve()
+                        for page, text in pages
+                        for tag in _LINK_CSS_RE.findall(text)
+                        for href in _HREF_RE.findall(tag)})
+    custom = _custom_properties([p for p in css_paths if p.is_file()])
+    result = {}
+    for page, text in pages:
+        head_end = text.find("</head>")
+        tags = _LINK_CSS_RE.findall(text[:head_end])
+        paths = [(page.parent / _HREF_RE.search(tag).group(1).split("?")[0]).resolve()
+                 for tag in tags if _HREF_RE.search(tag)]
+        if not paths or not all(p.is_file() for p in paths):
+            continue
+        tokens = set(words)
+        for m in _CLASS_ID_RE.finditer(text):
+            tokens.update(m.group(1).split())
+        css = []
+        for path in paths:
+            if path not in sheets:
+                sheets[path] = _Sheet(path, out, icons, custom)
+            css.append(sheets[path].css(tokens))
+        depth = _page_depth(page, out)
+        style = "".join(css).replace(_ROOT, "../" * depth)
+        first = text.find(tags[0])
+        new = text[:first] + "<!--STYLE-->" + text[first:head_end].replace(tags[0], "", 1)
+        for tag in tags[1:]:
+            new = new.replace(tag, "", 1)
+        preloads = _katex_preloads(text, depth, out)
+        hrefs = html.escape(" ".join(_HREF_RE.search(tag).group(1) for tag in tags))
+        new = new.replace("<!--STYLE-->", (preloads + "\n" if preloads else "")
+                          + f'<style id="{STYLE_ID}" data-sheets="{hrefs}">{style}</style>\n') + text[head_end:]
+        result[page] = new
+    return result
 
 
 _SEARCH_SCRIPT_RE = re.compile(r'<script src="([^"]*(?:searchindex|searchtools|language_data)\.js)">')
@@ -394,23 +763,71 @@ _MATHJAX_TAG_RE = re.compile(r'\s*<script[^>]*src="[^"]*_static/mathjax/[^"]*"><
                              r'|\s*<script>window\.MathJax = .*?</script>', re.S)
 
 
+_SEARCH_TAG_RE = re.compile(r'\s*<script (?:defer )?src="[^"]*(?:searchindex|searchtools|language_data)\.js[^"]*"></script>')
+_PRELOAD_SCRIPT_RE = re.compile(r'[ \t]*<link rel="preload" as="script" href="[^"]*" />\n?')
+
+
+_BLOCKING_SCRIPT_RE = re.compile(r'<script src="(?P<src>[^"]*_static/documentation_options\.js)(?:\?[^"]*)?"></script>')
+
+
+def _inline_small_scripts(text: str, page: Path) -> str:
+    """``documentation_options.js`` (400 bytes, which the page's inline scripts need before
+    they run, so it blocks the first paint) is written into the page instead: one request
+    less before anything shows."""
+    def inline(m: re.Match) -> str:
+        path = page.parent / m.group("src")
+        if not path.is_file():
+            return m.group(0)
+        code = path.read_text(encoding="utf-8")
+        return m.group(0) if "</script" in code else f"<script>{code}</script>"
+
+    return _BLOCKING_SCRIPT_RE.sub(inline, text)
+
+
+def _lazy_header_images(text: str) -> str:
+    """The theme's images before the article (the launch menu's logos, hidden in a menu)
+    load when they are shown."""
+    cut = text.find("<article")
+    if cut < 0:
+        return text
+    head = re.sub(r"<img (?![^>]*\bloading=)", '<img loading="lazy" ', text[:cut])
+    return head + text[cut:]
+
+
 def _finish_pages(app: Sphinx, exception: Exception | None) -> None:
-    """What only the written page shows: the theme's icons, its search scripts, and math
-    that the theme wrote from other documents (the page's table of contents, the links to
-    the neighbouring pages)."""
+    """What only the written page shows (see :func:`finish_html`)."""
     if exception is not None or app.builder is None or app.builder.format != "html":
         return
-    out = Path(app.outdir)
+    finish_html(Path(app.outdir))
+
+
+def finish_html(out: Path) -> None:
+    """What only the written pages show: the theme's icons, its search scripts, the math
+    that the theme wrote from other documents (the page's table of contents, the links to
+    the neighbouring pages), and the stylesheets (one pruned ``<style>`` per page).
+
+    The search index and its scripts (66 KB compressed) stay on the search page alone: the
+    theme's search box sends the reader there (``search_as_you_type`` is off), so no other
+    page uses them. The theme's ``<link rel="preload">`` of its two scripts goes: they are
+    loaded, deferred, at the end of the page, and preloading them took a phone's bandwidth
+    from the page itself before its first paint."""
     if not _patch_theme_tab_stops(out / "_static" / THEME_JS):
         logger.warning("[attn_edu_book] the theme's tab-stop code was not found in %s: every "
                        "page lays itself out at once on load (update _THEME_TAB_STOP)", THEME_JS)
     js = out / "_static" / FONTAWESOME_JS
     icons = _fontawesome_icons(js.read_text(encoding="utf-8")) if js.is_file() else {}
-    for page in out.rglob("*.html"):
+    pages = []
+    for page in sorted(out.rglob("*.html")):
         if page.relative_to(out).parts[0] in ("_static", "_sources"):
             continue
         text = page.read_text(encoding="utf-8")
-        new = _SEARCH_SCRIPT_RE.sub(r'<script defer src="\1">', text)
+        if page.relative_to(out).as_posix() == "search.html":
+            new = _SEARCH_SCRIPT_RE.sub(r'<script defer src="\1">', text)
+        else:
+            new = _SEARCH_TAG_RE.sub("", text)
+        new = _PRELOAD_SCRIPT_RE.sub("", new)
+        new = _inline_small_scripts(new, page)
+        new = _lazy_header_images(new)
         if icons and "fontawesome.js" in new:
             new, all_done = _inline_icons(new, icons)
             if all_done:
@@ -422,6 +839,10 @@ def _finish_pages(app: Sphinx, exception: Exception | None) -> None:
         if _MATHJAX_TAG_RE.search(new) and not _TOC_MATH_RE.search(new) \
                 and not re.search(r'class="math notranslate nohighlight">\s*\\\[', new):
             new = _MATHJAX_TAG_RE.sub("", new)  # KaTeX typeset every formula
+        pages.append((page, new, text))
+    styled = _inline_stylesheets(out, [(p, new) for p, new, _ in pages], icons)
+    for page, new, text in pages:
+        new = styled.get(page, new)
         if new != text:
             page.write_text(new, encoding="utf-8")
 
@@ -502,23 +923,113 @@ def _section_placeholders(body: str) -> str:
 
 
 def _focusable_code(body: str) -> str:
-    """Every ``<pre>`` and wide-table box starts as a tab stop (the theme's lazy pass drops
-    those that turn out not to scroll when they come near)."""
+    """Every ``<pre>``, wide-table box and HTML table output starts as a tab stop (the
+    theme's lazy pass drops those that turn out not to scroll when they come near)."""
     body = re.sub(r"<pre(?=[ >])(?![^>]*\btabindex=)", '<pre tabindex="0"', body)
+    # a notebook's HTML table (an output) scrolls sideways on a phone: a tab stop as well
+    body = body.replace('<div class="output text_html"><table', '<div class="output text_html" tabindex="0"><table')
     return body.replace('<div class="pst-scrollable-table-container">',
                         '<div class="pst-scrollable-table-container" tabindex="0">')
 
 
+_CODE_PRE_RE = re.compile(r'(<code class="docutils literal notranslate">)(.*?)(</code>)', re.S)
+
+
+def _breakable_code(body: str) -> str:
+    """Inline code may break after a dot or a slash (``<wbr>``): a long dotted name wraps
+    there on a phone instead of running off the column (book.css lets it wrap anywhere
+    when even a part is too long)."""
+    def pre(m: re.Match) -> str:
+        inner = re.sub(r'(<span class="pre">)([^<]*)(</span>)',
+                       lambda p: p.group(1) + re.sub(r"([./])(?=[^./])", r"\1<wbr>", p.group(2)) + p.group(3),
+                       m.group(2))
+        return m.group(1) + inner + m.group(3)
+
+    return _CODE_PRE_RE.sub(pre, body)
+
+
+_TEXT_PX_CLASS_RE = re.compile(r'\s*\battn-edu-textpx-(\d+)\b')
+_CONTENT_IMG_RE = re.compile(r'<img (?P<attrs>[^>]*\bsrc="(?P<src>[^"]*_images/[^"]+)"[^>]*)>')
+
+
+def _zoomable_images(body: str) -> tuple[str, int]:
+    """Every figure image of the page (``_images/``) becomes a link to itself, which
+    ``zoom.js`` opens at full size in a dialog (with its alt text); without JavaScript the
+    link opens the image. A notebook image's smallest text size (in image pixels, from
+    :func:`attn_edu.alt_text.figure_text_px`, carried as a class by :class:`BookMimePlugin`)
+    becomes ``data-text-px``. Also says how many images it wrapped."""
+    count = 0
+
+    def wrap(m: re.Match) -> str:
+        nonlocal count
+        attrs = m.group("attrs").rstrip(" /")
+        px = _TEXT_PX_CLASS_RE.search(attrs)
+        if px:
+            attrs = _TEXT_PX_CLASS_RE.sub("", attrs).replace(' class=""', "")
+            attrs += f' data-text-px="{int(px.group(1)) / 10:g}"'
+        before = body[max(0, m.start() - 200):m.start()]
+        if re.search(r"<a\b[^>]*>\s*$", before):  # already a link (an image with a target)
+            return f"<img {attrs} />"
+        count += 1
+        return (f'<a class="attn-edu-zoom" href="{m.group("src")}" aria-describedby="{ZOOM_HINT_ID}">'
+                f'<img {attrs} /></a>')
+
+    body = _CONTENT_IMG_RE.sub(wrap, body)
+    if count:
+        body += (f'<span id="{ZOOM_HINT_ID}" hidden>Opens the figure at full size; '
+                 f'Escape closes it.</span>')
+    return body, count
+
+
 def _lazy_images(body: str) -> str:
-    """Every image of the page but the first loads when it comes near the viewport."""
-    seen = 0
+    """Every image of the page after its introduction (from the first second-level section
+    on) loads when it comes near the viewport: a first visit downloads only what is near
+    the screen, and no figure far below competes with the text for a phone's bandwidth."""
+    starts = [m.start() for m in re.finditer(r"<section\b", body)]
+    intro_end = starts[1] if len(starts) > 1 else len(body)
 
     def lazy(m: re.Match) -> str:
-        nonlocal seen
-        seen += 1
-        return m.group(0) if seen == 1 else '<img loading="lazy" decoding="async" '
+        return m.group(0) if m.start() < intro_end else '<img loading="lazy" decoding="async" '
 
     return re.sub(r"<img (?![^>]*\bloading=)", lazy, body)
+
+
+def _page_description(body: str) -> str | None:
+    """The page's first paragraph (of 40 characters or more) as plain text, at most 160
+    characters, for its ``<meta name="description">``; math as its TeX read as symbols."""
+    from html.parser import HTMLParser  # noqa: PLC0415
+
+    from attn_edu.alt_text import plain_text  # noqa: PLC0415
+
+    class Text(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.parts: list[str] = []
+            self.skip = 0   # inside KaTeX's visual copy of a formula, or a <script>
+            self.tex = False
+
+        def handle_starttag(self, tag, attrs):
+            cls = dict(attrs).get("class") or ""
+            if self.skip or "katex-html" in cls or tag in ("script", "style"):
+                self.skip += 1
+            self.tex = tag == "annotation"
+
+        def handle_endtag(self, tag):
+            if self.skip:
+                self.skip -= 1
+            self.tex = False
+
+        def handle_data(self, data):
+            if not self.skip:
+                self.parts.append(plain_text(data) if self.tex else data)
+
+    for m in re.finditer(r"<p>(.*?)</p>", body, re.S):
+        parser = Text()
+        parser.feed(re.sub(r"<math\b.*?<annotation", "<annotation", m.group(1), flags=re.S))
+        text = " ".join("".join(parser.parts).split())
+        if len(text) >= 40:
+            return text if len(text) <= 160 else text[:157].rsplit(" ", 1)[0] + "…"
+    return None
 
 
 def _page_context(
@@ -527,14 +1038,19 @@ def _page_context(
     if app.builder is None or app.builder.format != "html":
         return
     body = context.get("body") or ""
-    body, n_figures = _defer_figures(body, pagename)
+    body, n_figures = _defer_figures(body, pagename, app.outdir)
     if _COLAB_SLOT in body:
         url = _colab_url(app, pagename)
         link = (f'<a href="{html.escape(url)}">Open this chapter in Colab</a> to move them.'
                 if url else "")
         body = body.replace(_COLAB_SLOT, link)
     body = body.replace('role="doc-biblioentry"', 'role="listitem"')
+    # a collapsed cell's summary says what it hides ("Show code cell source"): the generic
+    # label sphinx-togglebutton puts on it hid that from screen readers
+    body = body.replace('<summary aria-label="Toggle hidden content">', "<summary>")
     body = _lazy_images(body)
+    body, n_images = _zoomable_images(body)
+    body = _breakable_code(body)
     body = _focusable_code(body)
     body = _section_placeholders(body)
     if WIDGET_VIEW in body:
@@ -542,6 +1058,12 @@ def _page_context(
                        "cannot do anything without a kernel (give it a text/html stand-in)",
                        pagename)
     context["body"] = body
+    description = _page_description(body)
+    if description and 'name="description"' not in (context.get("metatags") or ""):
+        context["metatags"] = (context.get("metatags") or "") + \
+            f'\n<meta name="description" content="{html.escape(description)}" />'
+    if n_images:
+        app.add_js_file(ZOOM_JS, loading_method="defer")
     if n_figures:
         plotly = getattr(app.config, "_attn_edu_plotly", PLOTLY_STATIC)
         app.add_js_file(FIGURES_JS, loading_method="defer",
@@ -602,13 +1124,18 @@ class BookMimePlugin:
 
             return [nodes.comment("", "plotly figure JSON (drawn from the text/html output)")]
         if data.mime_type in ("image/png", "image/jpeg", "image/svg+xml"):
-            from attn_edu.alt_text import ALT_KEY  # noqa: PLC0415
+            from attn_edu.alt_text import ALT_KEY, TEXT_PX_KEY  # noqa: PLC0415
 
             image_nodes = renderer.render_image(data)
-            alt = (data.output_metadata.get(data.mime_type) or {}).get(ALT_KEY) or FALLBACK_ALT
+            meta = data.output_metadata.get(data.mime_type) or {}
+            alt = meta.get(ALT_KEY) or FALLBACK_ALT
+            text_px = meta.get(TEXT_PX_KEY)
             for node in image_nodes:
                 if not node.get("alt"):
                     node["alt"] = str(alt)
+                if isinstance(text_px, (int, float)) and text_px > 0:
+                    # written as data-text-px on the page (_zoomable_images)
+                    node["classes"].append(f"attn-edu-textpx-{round(10 * text_px)}")
             return image_nodes
         return None
 
@@ -628,7 +1155,17 @@ def setup(app: Sphinx) -> dict[str, Any]:
     _register_mime_plugin()
     app.connect("builder-inited", _builder_inited)
     app.connect("doctree-resolved", _typeset_math)
-    app.connect("build-finished", _finish_pages)
+    # after the theme's own build-finished handler, which writes its light/dark pygments.css
+    # (that file is inlined into the pages here)
+    app.connect("build-finished", _finish_pages, priority=900)
     # run after the other extensions' html-page-context handlers (default priority 500)
     app.connect("html-page-context", _page_context, priority=900)
     return {"version": "0.2", "parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":  # after editing book.css: python book/_ext/attn_edu_book.py _build/html
+    import sys
+
+    for _name in ("book.css", "figures.js", "zoom.js"):  # the build copies them; so does this
+        shutil.copyfile(_STATIC_SRC / "attn-edu" / _name, Path(sys.argv[1]) / "_static" / "attn-edu" / _name)
+    finish_html(Path(sys.argv[1]))
