@@ -112,7 +112,8 @@ step_check() {
   "$VENV/bin/python" scripts/set_repo_url.py --check
   say "every page, offline, in $b"
   ATTN_EDU_BOOK_BUILT=1 ATTN_EDU_CHROMIUM="$b" ATTN_EDU_AXE="$ROOT/$AXE_JS" \
-    "$VENV/bin/python" -m pytest -p no:cacheprovider -m pages tests/test_book_browser.py tests/test_zh_site.py "$@"
+    "$VENV/bin/python" -m pytest -p no:cacheprovider -n "${ATTN_EDU_CHECK_WORKERS:-auto}" \
+      -m pages tests/test_book_browser.py tests/test_zh_site.py "$@"
 }
 
 step_package() {

@@ -26,7 +26,8 @@ if [[ "${1:-}" == "--fast" ]]; then
 fi
 if [[ $# -eq 0 ]]; then
   # the long runs first (tests/conftest.py orders them): the publishing job (one test: the book
-  # build and every page's check) on one worker while the chapters run in the Colab stand-in
-  exec python -m pytest "${workers[@]}"
+  # build and every page's check) on one worker while the chapters run in the Colab stand-in;
+  # an idle worker takes tests queued behind a long one (worksteal)
+  exec python -m pytest "${workers[@]}" --dist worksteal
 fi
 exec python -m pytest "$@"

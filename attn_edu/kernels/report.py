@@ -404,6 +404,28 @@ def recorded_report(kernel: Optional[str] = None) -> List[Dict[str, Any]]:
     return [dict(r, triton=doc.get("triton")) for r in doc["rows"] if kernel in (None, r["kernel"])]
 
 
+def sources_fingerprint() -> str:
+    """A hash of what a full report depends on: the kernel package's sources (kernels, their
+    launch tables and limits) and Triton's version. The committed report records it
+    (``"sources"``), so a check can tell whether it still describes this code."""
+    import hashlib
+
+    import triton
+
+    h = hashlib.sha256(triton.__version__.encode())
+    root = Path(__file__).resolve().parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def recorded_is_current() -> bool:
+    """Whether the committed report (``RECORDED``) was compiled from this code and Triton."""
+    doc = json.loads(RECORDED.read_text())
+    return doc.get("sources") == sources_fingerprint()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The command line; exit code 1 when any row has a problem."""
     p = argparse.ArgumentParser(prog="python -m attn_edu.kernels.report", description=__doc__.split("\n")[0])
@@ -426,6 +448,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             import triton
 
             json.dump({"schema": "attn_edu.kernels.report/1", "triton": triton.__version__,
+                       "sources": sources_fingerprint(),
                        "command": "python -m attn_edu.kernels.report " + " ".join(argv or sys.argv[1:]),
                        "summary": summary(rows),
                        "rows": rows}, f, indent=1)
