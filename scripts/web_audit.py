@@ -73,9 +73,12 @@ def serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
 
 
 def toc_pages() -> list[str]:
+    """Every page of both editions: the English at the root, the Chinese under zh/ (the
+    same thresholds apply to both)."""
     from site_pages import toc_files  # scripts/site_pages.py: the one toc walker
 
-    return [f + ".html" for f in toc_files(ROOT)]
+    pages = [f + ".html" for f in toc_files(ROOT)]
+    return pages + ["zh/" + p for p in pages]
 
 
 def build_baseline() -> Path:

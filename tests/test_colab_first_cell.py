@@ -122,8 +122,10 @@ def test_first_cell_installs_from_the_url_and_the_chapter_runs_from_the_install(
             "dist = importlib.metadata.distribution('attn_edu')\n"
             "print(json.dumps({'file': attn_edu.__file__, 'prefix': sys.prefix,\n"
             "  'direct_url': json.loads(dist.read_text('direct_url.json') or '{}'),\n"
-            "  'data': sorted(p.name for p in (pathlib.Path(attn_edu.__file__).parent / 'data' / 'bench').glob('*.json')),\n"
-            "  'recorded': len(bench.recorded_results())}))")
+            "  'data': sorted(p.name for p in (pathlib.Path(attn_edu.__file__).parent / 'data' / 'bench').rglob('*.json')),\n"
+            "  'recorded': sorted(pathlib.Path(d['source']).name for w in bench.KINDS if w != 'decode'\n"
+            "                     for d in bench.recorded_results(what=w))\n"
+            "              + sorted(pathlib.Path(d['source']).name for d in bench.recorded_decode_results())}))")
         nb.cells.append(probe)
         client.execute_cell(probe, len(nb.cells) - 1)
         nb.cells.pop()
@@ -132,9 +134,10 @@ def test_first_cell_installs_from_the_url_and_the_chapter_runs_from_the_install(
         assert Path(info["prefix"]).resolve() == (tmp_path / "colab").resolve()
         assert info["direct_url"].get("url", "").rstrip("/") == url.rstrip("/"), info["direct_url"]
         assert "vcs_info" in info["direct_url"], "not installed from the git URL"
-        shipped = sorted(p.name for p in (REPO / "attn_edu" / "data" / "bench").glob("*.json"))
+        shipped = sorted(p.name for p in (REPO / "attn_edu" / "data" / "bench").rglob("*.json"))
         assert info["data"] == shipped and shipped, f"data files missing from the install: {info['data']}"
-        assert info["recorded"] == len(shipped)
+        # every shipped file is read back as a benchmark document of its kind
+        assert sorted(info["recorded"]) == shipped, info["recorded"]
         # nothing may depend on the repository's working tree (or its copies) from here on
         shutil.rmtree(clone)
         shutil.rmtree(copy)

@@ -61,7 +61,8 @@ def test_chapter_runs_in_colab_without_triton_and_its_explorers_respond(path):
     if re.search(r"\blive_explorer\(", code):
         assert int(report.split()[0]) >= 1, "the chapter calls live_explorer but no explorer was made"
     alone = standin.alone_s(run)
-    print(f"{path.name} in the {where}: {run['run_s']:.1f} s ({alone:.1f} s as alone; other "
+    print(f"{path.name} in the {where}: {run['run_s']:.1f} s ({alone:.1f} s as alone, "
+          f"{run.get('own_cpu_s') or 0:.1f} CPU s; other "
           f"processes kept {run['others_busy']:.1f} of {run['cores']} cores busy); {report}")
     assert alone < MAX_CHAPTER_S, (f"{path.name} took {run['run_s']:.0f} s, {alone:.0f} s as on an idle "
                                    f"{run['cores']}-core machine; the bar is well under 2 minutes")

@@ -133,7 +133,9 @@ class LabServer:
         self.root = tmp / "notebooks"
         self.root.mkdir(parents=True)
         self.token = secrets.token_hex(16)
-        self.env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        # a reader's Jupyter: none of the book build's or the test run's switches
+        self.env = {k: v for k, v in os.environ.items()
+                    if k not in ("PYTHONPATH", "PYTHONHOME", "ATTN_EDU_BOOK_BUILD")}
         self.env.update(jupyter_dirs(tmp / "jupyter"))
         # the kernel: the project's Python, importing this working tree's attn_edu
         write_kernelspec(Path(self.env["JUPYTER_PATH"]), Path(sys.executable),

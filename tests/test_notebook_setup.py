@@ -74,7 +74,12 @@ def test_book_extension_marks_the_build_so_chapters_do_not_inline_plotly(monkeyp
             pass
 
     monkeypatch.setattr(ext, "_register_mime_plugin", lambda: None)
-    monkeypatch.delenv(notebook.BOOK_BUILD_ENV, raising=False)  # restored afterwards
+    # setenv first so that monkeypatch records the variable's absence and removes it
+    # afterwards (delenv of an unset variable records nothing): setup() must not leak
+    # ATTN_EDU_BOOK_BUILD=1 into the rest of this worker's tests -- a Jupyter server they
+    # start would inherit it, and its chapters would never load plotly.js
+    monkeypatch.setenv(notebook.BOOK_BUILD_ENV, "0")
+    monkeypatch.delenv(notebook.BOOK_BUILD_ENV)
     ext.setup(App())
     assert os.environ[notebook.BOOK_BUILD_ENV] == "1"
 
