@@ -210,6 +210,17 @@ _TRACE_TYPES_JS = """
 """
 
 
+def _until(page, js: str, arg=None, timeout_ms: int = 5000) -> bool:
+    """Whether ``js(arg)`` becomes true within ``timeout_ms`` (polled every 50 ms): a check
+    waits as long as the page needs and no longer, where a fixed pause would either waste
+    time on a quiet machine or be too short on a busy one."""
+    try:
+        page.wait_for_function(js, arg=arg, timeout=timeout_ms, polling=50)
+        return True
+    except Exception:  # noqa: BLE001  (Playwright's TimeoutError)
+        return False
+
+
 def _page_file(name: str) -> str:
     return f"{name}.html"
 
@@ -340,7 +351,7 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
             rail.scroll_into_view_if_needed()
             box = _settled_box(page, rail)
             page.mouse.click(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
-            page.wait_for_timeout(800)
+            _until(page, "([d, n]) => d.layout.sliders[0].active === n - 1", [div, n_steps])
             active = page.evaluate("d => d.layout.sliders[0].active", div)
             if active != n_steps - 1:
                 problems.append(
@@ -357,7 +368,7 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
                 continue
             keys.focus()
             page.keyboard.press("Home")
-            page.wait_for_timeout(800)
+            _until(page, "d => d.layout.sliders[0].active === 0", div)
             active = page.evaluate("d => d.layout.sliders[0].active", div)
             if active != 0:
                 problems.append(f"plotly figure {i}: the Home key did not move its slider "
@@ -390,12 +401,21 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
                 hidden = page.evaluate(
                     "() => document.querySelector('.admonition.dropdown').classList.contains('toggle-hidden')"
                 )
-                page.locator(".admonition.dropdown .toggle-button").first.click()
-                shown = page.evaluate(
-                    "() => !document.querySelector('.admonition.dropdown').classList.contains('toggle-hidden')"
-                )
-                if not (hidden and shown):
-                    problems.append("dropdown solution is not hidden, or the toggle does not open it")
+                # by the keyboard (a button: Enter clicks it), which also holds where a late font
+                # or a section laid out on arrival moves the button under a mouse click
+                toggle = page.locator(".admonition.dropdown .toggle-button").first
+                toggle.focus()
+                page.keyboard.press("Enter")
+                try:  # the theme's handler may run a moment after the click on a busy machine
+                    page.wait_for_function("() => !document.querySelector('.admonition.dropdown')"
+                                           ".classList.contains('toggle-hidden')", timeout=5000, polling=100)
+                    shown = True
+                except Exception:  # noqa: BLE001  (Playwright's TimeoutError)
+                    shown = False
+                if not hidden:
+                    problems.append("the first dropdown solution is not hidden when the page loads")
+                elif not shown:
+                    problems.append("the first dropdown solution's toggle does not open it (5 s)")
 
         # ---- launch / repository buttons on chapter pages (a Chinese chapter: its notebook)
         en_name = name.removeprefix("zh/")
@@ -683,8 +703,7 @@ def test_page_on_a_phone(name: str, server: str, browser, built_book: Path) -> N
                 keys = {"INPUT": ("End", "Home"), "SELECT": ("ArrowDown", "ArrowUp")}.get(info["tag"], ("Enter",))
                 for key in keys:  # at the last step already, the other way
                     page.keyboard.press(key)
-                    page.wait_for_timeout(1200)
-                    if page.evaluate(_FIGURE_STATE_JS, div) != before:
+                    if _until(page, f"([d, b]) => ({_FIGURE_STATE_JS})(d) !== b", [div, before], 3000):
                         break
                 else:
                     problems.append(f"{what} ({info['tag'].lower()} {info['name'] or info['text']}): "
@@ -728,7 +747,8 @@ def test_page_on_a_phone(name: str, server: str, browser, built_book: Path) -> N
             link = img.evaluate_handle("i => i.closest('a.attn-edu-zoom')").as_element()
             link.focus()
             page.keyboard.press("Enter")
-            page.wait_for_timeout(300)
+            _until(page, "() => { const i = document.querySelector('dialog.attn-edu-zoom-view[open] img');"
+                         " return i && i.complete && i.getBoundingClientRect().width > 0; }")
             big = page.evaluate("() => { const d = document.querySelector('dialog.attn-edu-zoom-view[open]');"
                                 " const i = d && d.querySelector('img'); return i && {w: i.getBoundingClientRect().width,"
                                 " alt: i.alt, focus: d.contains(document.activeElement)}; }")
@@ -736,7 +756,7 @@ def test_page_on_a_phone(name: str, server: str, browser, built_book: Path) -> N
                 problems.append(f"figure '{info['alt'][:50]}': Enter does not open it at full size with its "
                                 f"alt text ({big}, natural width {info['nw']})")
             page.keyboard.press("Escape")
-            page.wait_for_timeout(200)
+            _until(page, "() => !document.querySelector('dialog.attn-edu-zoom-view')", timeout_ms=3000)
             if page.evaluate("() => !!document.querySelector('dialog.attn-edu-zoom-view')") or \
                     not page.evaluate("l => document.activeElement === l", link):
                 problems.append(f"figure '{info['alt'][:50]}': Escape does not close the full-size view "

@@ -794,6 +794,17 @@ def _lazy_header_images(text: str) -> str:
     return head + text[cut:]
 
 
+_PRE_SPAN_RE = re.compile(r'<span class="pre">((?:[^<]|<wbr>)*)</span>')
+
+
+def _unwrap_pre(text: str) -> str:
+    """Sphinx wraps every word of inline code and of an API signature in its own
+    ``<span class="pre">`` (for basic.css's ``white-space: nowrap``, which book.css undoes
+    there: inline code wraps on a phone). Its text alone does the same with one element
+    fewer per word: 10,400 of the API page's elements."""
+    return _PRE_SPAN_RE.sub(r"\1", text)
+
+
 def _finish_pages(app: Sphinx, exception: Exception | None) -> None:
     """What only the written page shows (see :func:`finish_html`)."""
     if exception is not None or app.builder is None or app.builder.format != "html":
@@ -828,6 +839,7 @@ def finish_html(out: Path) -> None:
         new = _PRELOAD_SCRIPT_RE.sub("", new)
         new = _inline_small_scripts(new, page)
         new = _lazy_header_images(new)
+        new = _unwrap_pre(new)
         if icons and "fontawesome.js" in new:
             new, all_done = _inline_icons(new, icons)
             if all_done:
