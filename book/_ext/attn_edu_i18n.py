@@ -87,7 +87,27 @@ def _finish(app: Sphinx, exception: Exception | None) -> None:
             page.write_text(changed, encoding="utf-8")
 
 
+class _TermSet(set):
+    """A set with ``list.extend``: what Sphinx's Chinese search splitter keeps its Latin words in."""
+
+    def extend(self, items) -> None:
+        self.update(items)
+
+
+def _fast_chinese_search() -> None:
+    """Sphinx 7's Chinese search (``sphinx.search.zh.SearchChinese``) collects every Latin word
+    of every page in a list and asks ``word in`` that list for each word it stems: quadratic in
+    the book's size, 48 of the Chinese build's 108 s (cProfile). A set gives the same answers."""
+    try:
+        from sphinx.search.zh import SearchChinese  # noqa: PLC0415
+    except ImportError:
+        return
+    if not isinstance(SearchChinese.latin_terms, set):
+        SearchChinese.latin_terms = _TermSet(SearchChinese.latin_terms)
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    _fast_chinese_search()
     app.add_config_value("attn_edu_edition", "en", "html")
     app.add_config_value("attn_edu_other_edition_pages", None, "html")
     app.connect("html-page-context", _page_context, priority=950)
