@@ -73,9 +73,11 @@ def test_chinese_search_finds_the_chapters(query, built, browser):
     try:
         page = browser.new_page()
         page.goto(f"http://127.0.0.1:{server.server_address[1]}/zh/search.html?q={query}")
-        page.wait_for_function("() => document.querySelectorAll('#search-results li a').length > 0",
-                               timeout=30_000)
-        page.wait_for_timeout(500)
+        # until Sphinx says the search finished: it shows the results one by one, each page's
+        # after fetching its summary, so the glossary's terms come first and, on a busy
+        # machine, the chapters seconds later
+        page.wait_for_function("() => { const s = document.querySelector('#search-results p.search-summary');"
+                               " return !!s && s.innerText.trim().length > 0; }", timeout=60_000)
         links = page.eval_on_selector_all("#search-results li a", "els => els.map(e => e.getAttribute('href'))")
         page.close()
     finally:
