@@ -19,10 +19,11 @@ tree (``git clone`` of HEAD, then the working tree's changed and untracked files
 Steps run until one fails; later steps then run only with ``if: always()``, as on GitHub.
 The result lists each step with its exit code, time and output.
 
-    python tests/publish.py [--workflow FILE] [--keep DIR] [--skip-build-from DIR]
+    python tests/publish.py [--workflow FILE] [--keep DIR] [--skip-build-from DIR] [--venv-from VENV]
 
 prints each step's result; ``--skip-build-from DIR`` stands in for the build step with
-``DIR/_build`` (a book built from the same sources), to check the other steps quickly.
+``DIR/_build`` (a book built from the same sources), to check the other steps quickly;
+``--venv-from VENV`` gives the checkout a current ``.venv`` (a link) for the venv step to find.
 """
 from __future__ import annotations
 
@@ -198,15 +199,34 @@ def _shell(step: dict, job: dict, workflow: dict) -> list:
     raise ValueError(f"the runner stand-in runs bash steps only; got shell: {shell}")
 
 
+def current_venv(source: Path = REPO) -> Optional[Path]:
+    """``source``'s ``.venv`` when scripts/setup-env.sh made it for the requirements.txt and
+    pyproject.toml there now (its stamp), else None."""
+    venv = source / ".venv"
+    stamp = venv / ".attn-edu-installed"
+    if not (venv / "bin" / "python").is_file() or not stamp.is_file():
+        return None
+    import hashlib
+
+    want = hashlib.sha256((source / "requirements.txt").read_bytes() + (source / "pyproject.toml").read_bytes())
+    return venv if stamp.read_text().strip() == want.hexdigest() else None
+
+
 def run_job(workflow: Optional[dict] = None, job: str = "build", checkout: Optional[Path] = None,
-            skip_build_from: Optional[Path] = None, echo: bool = False) -> JobResult:
+            skip_build_from: Optional[Path] = None, echo: bool = False,
+            venv_from: Optional[Path] = None) -> JobResult:
     """Run ``job``'s steps of ``workflow`` (default: book.yml as it is) in ``checkout`` (default:
     a fresh checkout in a new temporary folder). ``skip_build_from``: stand in for the step that
-    builds the book with that folder's ``_build`` instead of building (the same sources)."""
+    builds the book with that folder's ``_build`` instead of building (the same sources).
+    ``venv_from``: a current ``.venv`` (:func:`current_venv`) that the checkout's ``.venv`` links
+    to, so that the venv step, run as written, finds its environment made: made by the same
+    step (scripts/setup-env.sh) from the same requirements, it would be the same."""
     workflow = load_workflow() if workflow is None else workflow
     spec = workflow["jobs"][job]
     if checkout is None:
         checkout = fresh_checkout(Path(tempfile.mkdtemp(prefix="attn-edu-publish-")) / "repo")
+    if venv_from is not None and not (checkout / ".venv").exists():
+        (checkout / ".venv").symlink_to(Path(venv_from).resolve(), target_is_directory=True)
     temp = checkout.parent / "runner_temp"
     temp.mkdir(exist_ok=True)
     env = _runner_env(checkout, temp)
@@ -253,10 +273,11 @@ def main(argv: Optional[list] = None) -> int:
     p.add_argument("--workflow", type=Path, default=WORKFLOW)
     p.add_argument("--keep", type=Path, help="make the fresh checkout here (a new folder)")
     p.add_argument("--skip-build-from", type=Path, help="stand in for the build step with DIR/_build")
+    p.add_argument("--venv-from", type=Path, help="a current .venv for the checkout (default: the venv step makes one)")
     args = p.parse_args(argv)
     checkout = fresh_checkout(args.keep / "repo") if args.keep else None
     res = run_job(load_workflow(args.workflow), checkout=checkout, skip_build_from=args.skip_build_from,
-                  echo=True)
+                  echo=True, venv_from=args.venv_from)
     print(res.report())
     return 0 if res.ok else 1
 

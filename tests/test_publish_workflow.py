@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 
 import pytest
 
@@ -28,7 +29,11 @@ def _steps(workflow: dict) -> list:
 @pytest.mark.slow  # builds the book (the suite's one build) and checks every page: minutes
 def test_the_build_job_passes_as_written_and_fails_without_axe(tmp_path):
     """One test, so that on several workers (pytest -n) the one build runs on one of them."""
-    published = publish.run_job(checkout=publish.fresh_checkout(tmp_path / "repo"), echo=True)
+    # the checkout's .venv is the suite's own, when current: scripts/test.sh made it with the
+    # workflow's venv step (site.sh venv) from the same requirements, so the step, run as
+    # written, finds it made (byte-compiling torch and Jupyter again: ~80 CPU-s in CI)
+    published = publish.run_job(checkout=publish.fresh_checkout(tmp_path / "repo"), echo=True,
+                                venv_from=publish.current_venv())
     # 1. the job as written passes, every step ran, and the check step checked every page
     assert published.ok, published.report()
     ran = [s for s in published.steps if not s.skipped]
@@ -103,3 +108,25 @@ def test_the_pages_stand_in_wants_every_page_of_the_toc(folder):
     res = publish.run_job(_job({"uses": "actions/upload-pages-artifact@v3", "with": {"path": "site"}}),
                           checkout=folder)
     assert not res.ok and "notebooks/01_soft_lookup.html" in res.steps[0].output
+
+
+def test_a_current_venv_is_lent_to_the_checkout_and_a_stale_one_is_not(tmp_path):
+    source = tmp_path / "source"
+    (source / ".venv" / "bin").mkdir(parents=True)
+    (source / ".venv" / "bin" / "python").write_text("")
+    for name, text in (("requirements.txt", "numpy\n"), ("pyproject.toml", "[project]\n")):
+        (source / name).write_text(text)
+    assert publish.current_venv(source) is None                      # no stamp: not made by setup-env.sh
+    # the stamp scripts/setup-env.sh writes: sha256 of requirements.txt then pyproject.toml
+    stamp = subprocess.run("cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1", shell=True,
+                           cwd=source, capture_output=True, text=True, check=True).stdout
+    (source / ".venv" / ".attn-edu-installed").write_text(stamp)
+    assert publish.current_venv(source) == source / ".venv"
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    shutil.copy(publish.REPO / "_config.yml", checkout / "_config.yml")
+    res = publish.run_job(_job({"run": f'test "$(readlink -f .venv)" = "{(source / ".venv").resolve()}"'}),
+                          checkout=checkout, venv_from=publish.current_venv(source))
+    assert res.ok, res.report()
+    (source / "requirements.txt").write_text("numpy\ntorch\n")         # the pins changed: stale
+    assert publish.current_venv(source) is None
