@@ -153,6 +153,26 @@ def test_inline_code_may_break_after_dots_and_images_open_full_size(ext):
     assert '<span id="attn-edu-zoom-hint" hidden>' in new
 
 
+def test_code_tokens_drawn_as_the_code_around_them_lose_their_element(ext):
+    css = ('html[data-theme="light"] .highlight { background: #fefefe; color: #080808 }\n'
+           'html[data-theme="light"] .highlight .n { color: #080808 } /* Name */\n'
+           'html[data-theme="light"] .highlight .k { color: #6730C5 } /* Keyword */\n'
+           'html[data-theme="light"] .highlight .p { color: #080808 } /* Punctuation */\n'
+           'html[data-theme="light"] .highlight .nb { color: #080808; font-weight: bold }\n'
+           'html[data-theme="dark"] .highlight { background: #2b2b2b; color: #F8F8F2 }\n'
+           'html[data-theme="dark"] .highlight .n { color: #F8F8F2 } /* Name */\n'
+           'html[data-theme="dark"] .highlight .p { color: #ABE338 } /* not the text colour here */\n')
+    plain = ext.plain_token_classes(css)
+    assert plain == {"n"}  # p: another colour in the dark theme; nb: bold; k: a colour
+    code = ('<div class="highlight"><pre tabindex="0"><span></span><span class="k">def</span><span class="w"> '
+            '</span><span class="n">f</span><span class="p">(</span><span class="n">x&amp;</span></pre></div>')
+    sig = '<em class="sig-param"><span class="n">q</span></em>'  # an API signature: not code
+    out = ext._unwrap_plain_tokens(code + sig, plain | {"w"})
+    assert out == ('<div class="highlight"><pre tabindex="0"><span></span><span class="k">def</span> f'
+                   '<span class="p">(</span>x&amp;</pre></div>' + sig)
+    assert ext._unwrap_plain_tokens(code, set()) == code
+
+
 def test_each_page_gets_only_the_css_rules_that_can_match_it(ext, tmp_path):
     pytest.importorskip("tinycss2")
     static = tmp_path / "_static"
