@@ -42,8 +42,8 @@ JB="$VENV/bin/jupyter-book"
 [[ -n "$JB" ]] || { echo "jupyter-book not found; run without ATTN_EDU_SKIP_INSTALL" >&2; exit 1; }
 
 if [[ "$clean" == 1 ]]; then
-  echo "==> removing _build/html, _build/jupyter_execute, _build/.doctrees, _build/zh-src and the chapters' cache"
-  rm -rf _build/html _build/jupyter_execute _build/.doctrees _build/zh-src _build/.jupyter_cache _build/.jupyter_cache.sources
+  echo "==> removing _build/html, _build/jupyter_execute, _build/.doctrees, _build/zh-src and the chapters' and formulas' caches"
+  rm -rf _build/html _build/jupyter_execute _build/.doctrees _build/zh-src _build/.jupyter_cache _build/.jupyter_cache.sources _build/.katex_cache.json
 fi
 
 # The kernels that execute the notebooks must import the package from this checkout.
