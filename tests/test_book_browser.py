@@ -34,9 +34,10 @@ control that Tab reaches, that shows a focus ring and a name, and that changes t
 Static checks of the built HTML: no render-blocking script over 50 KB in any page's
 ``<head>``; no CDN URL; plotly.js is not inlined.
 
-A full-page screenshot of every English page is written to ``_build/screenshots/`` (of a
-Chinese page, its first screen: the layout is its twin's), and the first screen of every
-page on a phone to ``_build/screenshots/phone-*.png``.
+A full-page screenshot of every English chapter is written to ``_build/screenshots/`` (of
+every other page, its first screen: a Chinese chapter's layout is its twin's, and the API
+page whole took 6 s), and the first screen of every page on a phone to
+``_build/screenshots/phone-*.png``.
 
 Environment variables:
 
@@ -322,8 +323,8 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
         except Exception:
             problems.append(f"the page's requests did not all finish within {TIMEOUT_MS // 1000} s")
 
-        SHOTS.mkdir(parents=True, exist_ok=True)  # the Chinese twin: its first screen
-        page.screenshot(path=str(SHOTS / f"{name.replace('/', '__')}.png"), full_page=not name.startswith("zh/"))
+        SHOTS.mkdir(parents=True, exist_ok=True)  # an English chapter whole; other pages, their first screen
+        page.screenshot(path=str(SHOTS / f"{name.replace('/', '__')}.png"), full_page=name.startswith("notebooks/"))
 
         # ---- math: KaTeX (build time) or MathJax
         n_math = page.evaluate("() => document.querySelectorAll('.math').length")
