@@ -177,10 +177,10 @@ def test_code_tokens_drawn_as_the_code_around_them_lose_their_element(ext):
     code = ('<div class="highlight"><pre tabindex="0"><span></span><span class="k">def</span><span class="w"> '
             '</span><span class="n">f</span><span class="p">(</span><span class="n">x&amp;</span></pre></div>')
     sig = '<em class="sig-param"><span class="n">q</span></em>'  # an API signature: not code
-    out = ext._unwrap_plain_tokens(code + sig, plain | {"w"})
+    out = ext._unwrap_plain_tokens(code + sig, ext._plain_token_re(plain | {"w"}))
     assert out == ('<div class="highlight"><pre tabindex="0"><span></span><span class="k">def</span> f'
                    '<span class="p">(</span>x&amp;</pre></div>' + sig)
-    assert ext._unwrap_plain_tokens(code, set()) == code
+    assert ext._unwrap_plain_tokens(code, ext._plain_token_re(set())) == code
 
 
 def test_each_page_gets_only_the_css_rules_that_can_match_it(ext, tmp_path):

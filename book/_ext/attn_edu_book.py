@@ -308,20 +308,18 @@ def katex_render(items: list[tuple[str, bool]]) -> list[dict] | None:
         return None
     cache = _load_katex_cache()
     keys = [_katex_key(t, d) for t, d in items]
-    todo = sorted({k: i for i, k in enumerate(keys) if k not in cache}.items(), key=lambda kv: kv[1])
+    todo = {k: item for k, item in zip(keys, items) if k not in cache}  # each new formula once
     if todo:
         node = shutil.which("node")
         if node is None:
             return None
         proc = subprocess.run([node, str(_KATEX_JS)], capture_output=True, timeout=300,
-                              input=json.dumps([{"tex": items[i][0], "display": items[i][1]}
-                                                for _, i in todo]).encode())
+                              input=json.dumps([{"tex": t, "display": d} for t, d in todo.values()]).encode())
         if proc.returncode != 0:
             logger.info("[attn_edu_book] KaTeX failed (%s); MathJax typesets instead",
                         proc.stderr.decode(errors="replace")[-500:])
             return None
-        for (key, _), res in zip(todo, json.loads(proc.stdout)):
-            cache[key] = res
+        cache.update(zip(todo, json.loads(proc.stdout)))
         _katex_cache_new = True
     return [cache[k] for k in keys]
 
@@ -881,13 +879,17 @@ def plain_token_classes(pygments_css: str) -> set:
             if all(by_theme.get(theme, {"color": colour}) == {"color": colour} for theme, colour in base.items())}
 
 
-def _unwrap_plain_tokens(text: str, plain: set) -> str:
+def _plain_token_re(plain: set) -> re.Pattern | None:
+    """A highlighted token of one of the ``plain`` classes, its text the group."""
+    return re.compile(r'<span class="(?:%s)">([^<]*)</span>' % "|".join(sorted(map(re.escape, plain)))) if plain else None
+
+
+def _unwrap_plain_tokens(text: str, token: re.Pattern | None) -> str:
     """In highlighted code, a token whose class draws it as the text around it
-    (:func:`plain_token_classes`) needs no element of its own: its text alone looks the same
-    (about 3,700 of chapter 05's elements: every name and every bracket)."""
-    if not plain:
+    (:func:`plain_token_classes`, :func:`_plain_token_re`) needs no element of its own: its
+    text alone looks the same (about 3,700 of chapter 05's elements: every name and bracket)."""
+    if token is None:
         return text
-    token = re.compile(r'<span class="(?:%s)">([^<]*)</span>' % "|".join(sorted(map(re.escape, plain))))
     return _HIGHLIGHT_PRE_RE.sub(lambda m: m.group(1) + token.sub(r"\1", m.group(2)) + m.group(3), text)
 
 
@@ -915,7 +917,7 @@ def finish_html(out: Path) -> None:
     js = out / "_static" / FONTAWESOME_JS
     icons = _fontawesome_icons(js.read_text(encoding="utf-8")) if js.is_file() else {}
     css = out / "_static" / "pygments.css"
-    plain = plain_token_classes(css.read_text(encoding="utf-8")) if css.is_file() else set()
+    plain = _plain_token_re(plain_token_classes(css.read_text(encoding="utf-8")) if css.is_file() else set())
     pages = []
     for page in sorted(out.rglob("*.html")):
         if page.relative_to(out).parts[0] in ("_static", "_sources"):
