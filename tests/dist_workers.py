@@ -73,3 +73,12 @@ def die_on(rank, world_size, bad):
 
 def unpicklable_result(rank, world_size):
     return lambda: rank
+
+
+def write_pid_and_hang(rank, world_size, folder):
+    """Write this rank's process id to ``folder/rank<r>.pid``, then wait for ever: the test
+    kills the launcher and expects every rank to end by itself."""
+    with open(os.path.join(folder, f"rank{rank}.pid"), "w") as fh:
+        fh.write(str(os.getpid()))
+    while True:
+        time.sleep(1)

@@ -425,6 +425,45 @@ def test_a_rank_that_dies_or_returns_garbage_is_reported():
         D.launch(dist_workers.unpicklable_result, 1, timeout=120)
 
 
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return "zombie" in fh.read().lower()
+    except OSError:
+        return True
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_no_rank_outlives_a_killed_launcher(tmp_path):
+    """The launcher is killed (SIGKILL: no clean-up runs) while its ranks wait: they end by
+    themselves within seconds, whichever start method the platform gave them."""
+    import subprocess
+    import time
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = ("import attn_edu.distributed as D, dist_workers\n"
+              f"D.launch(dist_workers.write_pid_and_hang, 2, {str(tmp_path)!r}, timeout=300)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.path.dirname(here)]))
+    launcher = subprocess.Popen([sys.executable, "-c", script], env=env)
+    files = [tmp_path / f"rank{r}.pid" for r in range(2)]
+    try:
+        deadline = time.monotonic() + 120
+        while not all(f.is_file() and f.read_text() for f in files):
+            assert launcher.poll() is None, "the launcher ended before its ranks started"
+            assert time.monotonic() < deadline, "the ranks did not start within 120 s"
+            time.sleep(0.1)
+    finally:
+        launcher.kill()
+        launcher.wait()
+    pids = [int(f.read_text()) for f in files]
+    deadline = time.monotonic() + 15
+    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    alive = [pid for pid in pids if not _gone(pid)]
+    assert not alive, f"ranks {alive} still run 15 s after their launcher was killed"
+
+
 @pytest.mark.slow
 def test_memory_per_rank_falls_like_one_over_P():
     g = torch.Generator().manual_seed(1)

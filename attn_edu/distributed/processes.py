@@ -1,9 +1,16 @@
 """Run a function on P processes joined in a ``torch.distributed`` process group.
 
 :func:`launch` is what chapter 14 and the tests call to get P "devices" on one machine:
-P fresh Python processes (the ``spawn`` start method, the only one that is safe with
-threads, CUDA and Jupyter), connected through a store on 127.0.0.1 at a port the operating
+P fresh Python processes, connected through a store on 127.0.0.1 at a port the operating
 system picks (so two launches never collide), each running ``fn(rank, world_size, *args)``.
+The processes are fresh, not copies of the caller (which may hold threads, CUDA state or a
+Jupyter kernel's sockets): where the platform has it (Linux, macOS), a ``forkserver`` that
+imported torch once forks each rank, so a launch does not pay for importing torch P times
+(about 2 CPU-seconds each); elsewhere (Windows) each rank is ``spawn``-ed and imports torch
+itself. Either way the rank starts from a process that never touched CUDA. (The server
+keeps the modules it imported when it started: after editing attn_edu's own source, restart
+the kernel, as its own imports need anyway. A function in your own file is imported afresh
+by every launch.)
 The results come back to the caller in rank order. A run is bounded in time: a rank that
 raises, dies or hangs ends the whole run with a :class:`LaunchError` that names the rank
 and says what it was doing, and no process is left behind.
@@ -88,8 +95,8 @@ def _check_importable(fn: object) -> None:
 
 @contextlib.contextmanager
 def _startable_main():
-    """Let spawn start processes from ``python -`` or ``python -c``: spawn re-runs the main
-    module's file in every child, and ``<stdin>`` is no file. Hidden for the start only."""
+    """Let ranks start from ``python -`` or ``python -c``: spawn and forkserver re-run the
+    main module's file in every child, and ``<stdin>`` is no file. Hidden for the start only."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if path is None or os.path.exists(path):
@@ -100,6 +107,25 @@ def _startable_main():
         yield
     finally:
         main.__file__ = path
+
+
+#: what the forkserver imports once, before it forks any rank: torch, and the functions the
+#: ranks usually run (chapter 14's); a rank then only unpickles ``fn`` and joins the group
+_PRELOAD = ["torch", "torch.distributed", "attn_edu.distributed"]
+
+
+def _start_context() -> Any:
+    """The multiprocessing context ranks start from: ``forkserver`` with :data:`_PRELOAD`
+    where the platform has it, else ``spawn``. Both give processes that share nothing with
+    the caller but what is passed; the server starts on the first launch and lives as long
+    as the caller (it exits when the caller does)."""
+    import multiprocessing as mp
+
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)  # before the server's first start; a no-op once it runs
+    return ctx
 
 
 def _threads_per_rank(world_size: int) -> int:
@@ -122,12 +148,18 @@ def _to_cpu(x: Any) -> Any:
     return x
 
 
-def _watch_parent(parent_pid: int) -> None:
-    """Exit when the launching process is gone (killed, crashed): nothing is left behind."""
-    while True:
-        time.sleep(0.5)
-        if os.getppid() != parent_pid:
-            os._exit(1)
+def _watch_launcher(lifeline: Any) -> None:
+    """Exit when the launcher is gone (killed, crashed): nothing is left behind.
+
+    ``lifeline`` is the read end of a pipe whose only write end the launcher holds and never
+    writes to: reading it returns end-of-file once the launcher has ended, however it ended.
+    (The parent process id would not do: under forkserver the parent is the server, which
+    stays alive as long as any rank does.)"""
+    try:
+        lifeline.recv_bytes()
+    except (EOFError, OSError):
+        pass
+    os._exit(1)
 
 
 def _send(conn: Any, message: tuple) -> None:
@@ -138,14 +170,14 @@ def _send(conn: Any, message: tuple) -> None:
 
 
 def _worker(rank: int, world_size: int, port: int, backend: str, timeout: float, blob: bytes,
-            conn: Any, threads: int, dump_path: str, parent_pid: int) -> None:
+            conn: Any, threads: int, dump_path: str, lifeline: Any) -> None:
     """The body of every launched process: join the group, run fn, report to the parent."""
     import faulthandler
 
     dump = open(dump_path, "w")
     if hasattr(signal, "SIGUSR1"):  # the parent asks "where are you?" before ending a hung run
         faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
-    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    threading.Thread(target=_watch_launcher, args=(lifeline,), daemon=True).start()
     try:
         import torch
         import torch.distributed as dist
@@ -269,7 +301,6 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
         raise ValueError(f"threads must be a positive integer; got {threads!r}")
     import torch
     import torch.distributed as dist
-    import multiprocessing as mp
     from multiprocessing.connection import wait
 
     if backend == "nccl" and torch.cuda.device_count() < world_size:
@@ -283,19 +314,20 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
 
     store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=timeout))
-    ctx = mp.get_context("spawn")
+    ctx = _start_context()
     tmp = tempfile.mkdtemp(prefix="attn_edu_launch_")
     procs: List[Any] = []
     conns: Dict[int, Any] = {}
     results: Dict[int, Any] = {}
     failures: List[_Failure] = []
+    lifeline, lifeline_end = ctx.Pipe(duplex=False)  # the ranks get the read end; see _watch_launcher
     start = time.monotonic()
     try:
         for rank in range(world_size):
             reader, writer = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_worker, name=f"attn_edu rank {rank}", daemon=True,
                             args=(rank, world_size, store.port, backend, timeout, blob, writer, threads,
-                                  os.path.join(tmp, f"rank{rank}.txt"), os.getpid()))
+                                  os.path.join(tmp, f"rank{rank}.txt"), lifeline))
             with _startable_main():
                 p.start()
             writer.close()
@@ -375,7 +407,7 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
         return [results[r] for r in range(world_size)]
     finally:
         _stop(procs)
-        for c in conns.values():
+        for c in (*conns.values(), lifeline, lifeline_end):
             c.close()
         shutil.rmtree(tmp, ignore_errors=True)
         del store
