@@ -109,8 +109,8 @@ def _startable_main():
         main.__file__ = path
 
 
-#: what the forkserver imports once, before it forks any rank: torch, and the functions the
-#: ranks usually run (chapter 14's); a rank then only unpickles ``fn`` and joins the group
+#: the modules the forkserver imports once, before it forks any rank (torch, and the
+#: functions chapter 14's ranks run); a rank then only unpickles ``fn`` and joins the group
 _PRELOAD = ["torch", "torch.distributed", "attn_edu.distributed"]
 
 
