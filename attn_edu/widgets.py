@@ -415,6 +415,76 @@ def _samples(values: List[Any], current: Any, k: int = 3) -> List[Any]:
     return out[:k]
 
 
+def _figure_signature(fig: Any) -> list:
+    """What a matplotlib figure draws, read from its artists without drawing it: each
+    visible axes' limits and scales, and each visible line's, text's, image's, collection's
+    and patch's data and colours, in order. Two figures that differ here draw differently.
+    Drawing to PNG (:func:`_figure_output`) costs about 0.5 s for chapter 08's two log-log
+    panels, this a few milliseconds: :func:`check_controls_matter` compares many settings."""
+    import numpy as np
+    from matplotlib import collections, image, lines, patches, text
+    from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
+
+    def arr(x: Any) -> Any:
+        a = np.ma.filled(np.ma.asarray(x, dtype=float), np.nan) if x is not None else None
+        return None if a is None else (a.shape, hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest())
+
+    def visible(artist: Any) -> Any:
+        # depth first, in drawing order. Not into an Axis: its ticks are made and labelled
+        # when drawn, from the limits and scales read below (a log axis makes thousands)
+        for child in artist.get_children():
+            if child.get_visible() and not isinstance(child, Axis):
+                yield child
+                yield from visible(child)
+
+    parts: list = []
+    for a in visible(fig):
+        if isinstance(a, Axes):
+            parts.append(("axes", a.get_xlim(), a.get_ylim(), a.get_xscale(), a.get_yscale(),
+                          tuple(a.get_position().bounds)))
+        elif isinstance(a, lines.Line2D):
+            parts.append(("line", arr(a.get_xydata()), str(a.get_color()), a.get_linestyle(),
+                          a.get_linewidth(), str(a.get_marker())))
+        elif isinstance(a, text.Text):
+            if a.get_text():
+                parts.append(("text", a.get_text(), tuple(map(float, a.get_position())), str(a.get_color())))
+        elif isinstance(a, image.AxesImage):
+            parts.append(("image", arr(a.get_array()), a.get_cmap().name, a.get_clim(), tuple(a.get_extent())))
+        elif isinstance(a, collections.Collection):
+            parts.append(("collection", type(a).__name__, arr(a.get_offsets()),
+                          arr(a.get_array()), arr(a.get_facecolor()), arr(a.get_edgecolor()),
+                          [arr(p.vertices) for p in a.get_paths()]))
+        elif isinstance(a, patches.Patch):
+            parts.append(("patch", type(a).__name__, arr(a.get_path().vertices),
+                          arr(a.get_patch_transform().get_matrix()), arr(a.get_facecolor())))
+    return parts
+
+
+def _signature_of(result: Any) -> str:
+    """A hash of what ``result`` shows (for :func:`check_controls_matter`): matplotlib
+    figures by :func:`_figure_signature` (and closed), anything else by its outputs."""
+    import json
+    import sys
+
+    figures = []
+    if result is None and "matplotlib.pyplot" in sys.modules:
+        import matplotlib.pyplot as plt
+
+        figures = [plt.figure(num) for num in plt.get_fignums()]
+    elif _is_matplotlib_figure(result):
+        figures = [result]
+    if not figures:
+        return _fingerprint(_outputs_of(result))
+    text = json.dumps([_figure_signature(f) for f in figures], default=repr)
+    if "matplotlib.pyplot" in sys.modules:
+        import matplotlib.pyplot as plt
+
+        for f in figures:
+            plt.close(f)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _fingerprint(outputs: tuple) -> str:
     """What the reader sees, as a hash: the outputs' data (plotly's random ids removed)."""
     import json
@@ -432,9 +502,11 @@ def check_controls_matter(explorer: Any, *, settings: int = 6, seed: int = 0) ->
     For each control, up to ``settings`` settings of the other controls are tried (the
     explorer's current one, every combination when there are few, else a seeded random
     sample); in each setting where the control is enabled (see ``active_when``), it is
-    set to up to three of its values (its ends and its current value) and the outputs
-    are compared (it matters there as soon as two of them differ). Returns one line per (control, setting) where the control changed
-    nothing, or where ``compute`` raised; an empty list means every control matters.
+    set to up to three of its values (its ends and its current value) and what it shows
+    is compared (it matters there as soon as two differ): a matplotlib figure by its
+    artists (:func:`_figure_signature`, without drawing it), anything else by its outputs.
+    Returns one line per (control, setting) where the control changed nothing, or where
+    ``compute`` raised; an empty list means every control matters.
 
     The explorer's controls are left as they were. ``compute`` runs directly (the widgets
     do not move), so this works in any kernel and in plain Python.
@@ -452,7 +524,7 @@ def check_controls_matter(explorer: Any, *, settings: int = 6, seed: int = 0) ->
         key = tuple(sorted((k, repr(v)) for k, v in values.items()))
         if key not in cache:
             try:
-                cache[key] = _fingerprint(_outputs_of(state.compute(**values)))
+                cache[key] = _signature_of(state.compute(**values))
             except Exception as exc:  # noqa: BLE001  (reported, not raised)
                 problems.append(f"compute raised {type(exc).__name__}: {exc} for {values}")
                 cache[key] = f"error {key}"

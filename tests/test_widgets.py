@@ -85,6 +85,41 @@ def test_check_controls_matter_reports_a_control_that_does_nothing():
     assert (kind.value, n.value, length.value) == ("causal", 2, 4)  # left as it was
 
 
+@pytest.mark.parametrize("what", ["data", "colour", "title", "limits", "image", "scatter", "bar", "nothing"])
+def test_check_controls_matter_reads_matplotlib_figures_without_drawing_them(what):
+    """The audit compares matplotlib figures by their artists (no PNG): a control that
+    changes any of these is seen to matter; one that changes nothing is reported."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    def compute(x, y):
+        fig, ax = plt.subplots()
+        k = {"nothing": 0}.get(what, x)
+        ax.plot([0, 1, 2], [0, 1, 2 + (k if what == "data" else 0)],
+                color="C1" if what == "colour" and k else "C0")
+        ax.set_title(f"x = {k}" if what == "title" else "fixed")
+        if what == "limits":
+            ax.set_xlim(0, 2 + k)
+        if what == "image":
+            ax.imshow(np.arange(4.0).reshape(2, 2) * (1 + k))
+        if what == "scatter":
+            ax.scatter([0, 1], [1, 1 + k])
+        if what == "bar":
+            ax.bar([0, 1], [1, 1 + k])
+        return fig
+
+    box = widgets.live_explorer(compute, x=ipywidgets.IntSlider(value=0, min=0, max=2),
+                                y=ipywidgets.IntSlider(value=0, min=0, max=1))
+    problems = widgets.check_controls_matter(box)
+    assert any(p.startswith("'y' changes nothing") for p in problems)  # y never matters
+    x_problems = [p for p in problems if p.startswith("'x' changes nothing")]
+    assert bool(x_problems) == (what == "nothing"), problems
+    assert not plt.get_fignums()  # every figure it made is closed
+
+
 def test_check_controls_matter_reports_compute_errors():
     def compute(x):
         if x == 3:
