@@ -286,6 +286,15 @@ def _click_end_of(page, element, tries: int = 10) -> bool:
     return False
 
 
+def _figures_checked_on_english_page(name: str) -> bool:
+    """Whether how the page's figures respond and are laid out was checked on another page:
+    a Chinese chapter shows its English twin's figures, file for file and byte for byte
+    (tests/test_zh_site.py), drawn by the same scripts at the same widths. On such a page the
+    figures must still load and draw; their sliders, keys, phone layout and legibility are
+    checked once, on the English page (about 3 s of the browser's time a page)."""
+    return name.startswith("zh/")
+
+
 @pytest.mark.parametrize("name", PAGES)
 def test_page_renders_offline(name: str, server: str, browser, built_book: Path) -> None:
     path = built_book / _page_file(name)
@@ -391,7 +400,8 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
         # ---- plotly sliders work without a kernel: click the right end of each slider's
         # rail and the slider must move to its last step (running the step's method,
         # e.g. "animate" to a saved frame) without any JS error.
-        for i, div in enumerate(page.query_selector_all(".plotly-graph-div")):
+        divs = [] if _figures_checked_on_english_page(name) else page.query_selector_all(".plotly-graph-div")
+        for i, div in enumerate(divs):
             rail = div.query_selector(".slider-container .slider-rail-touch-rect")
             if rail is None:
                 continue
@@ -683,6 +693,111 @@ def _phone_page(browser, server: str, name: str, problems: list):
     return context, page
 
 
+def _phone_figure_problems(page) -> list[str]:
+    """The figures of a page at phone width (drawn): plotly's texts and keyboard controls,
+    "Back to top" beside the sliders, matplotlib's legibility or full-size view."""
+    problems: list[str] = []
+    # ---- plotly: text boxes, then every control with the keyboard
+    for fig in page.evaluate(_PLOTLY_TEXT_JS):
+        problems += [f"plotly figure {fig['figure']} ({fig['title']}): {p}" for p in fig["problems"]]
+    for i, div in enumerate(page.query_selector_all(".plotly-graph-div")):
+        want = page.evaluate("d => (d.layout.sliders || []).filter(s => (s.steps || []).length > 1).length"
+                             " + (d.layout.updatemenus || []).filter(u => (u.buttons || []).length"
+                             " && u.visible !== false).length", div)
+        controls = page.evaluate_handle(
+            "d => { const out = []; for (let e = d.nextElementSibling; e && e.classList"
+            " && e.classList.contains('attn-edu-figure-keys'); e = e.nextElementSibling) out.push(e);"
+            " return out; }", div)
+        n = page.evaluate("c => c.length", controls)
+        if n != want:
+            problems.append(f"plotly figure {i}: {want} sliders and menus but {n} keyboard controls")
+        for k in range(n):
+            control = page.evaluate_handle("([c, k]) => c[k]", [controls, k]).as_element()
+            target = control.query_selector("button") or control
+            target.focus()
+            page.keyboard.press("Shift+Tab")
+            page.keyboard.press("Tab")  # back by the keyboard: it is in the tab order
+            what = f"plotly figure {i}, control {k}"
+            if not page.evaluate("t => document.activeElement === t", target):
+                problems.append(f"{what}: Tab does not reach it")
+                continue
+            info = page.evaluate(
+                "t => { const r = t.getBoundingClientRect(), cs = getComputedStyle(t);"
+                " const box = t.closest('.attn-edu-figure-keys');"
+                " return {w: r.width, h: r.height, l: r.left, r: r.right, outline: cs.outlineStyle,"
+                " ow: parseFloat(cs.outlineWidth), name: (box.getAttribute('aria-label') || '').trim(),"
+                " text: t.textContent.trim(), tag: t.tagName}; }", target)
+            if info["w"] < 10 or info["h"] < 10 or info["l"] < -1 or info["r"] > PHONE["width"] + 1:
+                problems.append(f"{what}: not shown on the screen when it has the focus ({info})")
+            if info["outline"] == "none" or info["ow"] < 2:
+                problems.append(f"{what}: no visible focus ({info['outline']} {info['ow']} px)")
+            if not (info["name"] or info["text"]):
+                problems.append(f"{what}: no accessible name")
+            before = page.evaluate(_FIGURE_STATE_JS, div)
+            keys = {"INPUT": ("End", "Home"), "SELECT": ("ArrowDown", "ArrowUp")}.get(info["tag"], ("Enter",))
+            for key in keys:  # at the last step already, the other way
+                page.keyboard.press(key)
+                if _until(page, f"([d, b]) => ({_FIGURE_STATE_JS})(d) !== b", [div, before], 3000):
+                    break
+            else:
+                problems.append(f"{what} ({info['tag'].lower()} {info['name'] or info['text']}): "
+                                f"{key} changes nothing in the figure")
+            if info["tag"] == "BUTTON":  # Play: stop the animation again
+                for b in control.query_selector_all("button")[1:]:
+                    b.focus()
+                    page.keyboard.press("Enter")
+
+    # ---- "Back to top" never covers a figure's controls
+    slider = page.query_selector(".plotly-graph-div .slider-container")
+    if slider is not None:
+        page.evaluate("s => { const r = s.getBoundingClientRect();"
+                      " window.scrollBy(0, r.top - innerHeight * 0.9 + 300); }", slider)
+        page.wait_for_timeout(200)
+        page.mouse.wheel(0, -300)  # scrolling up shows the theme's button
+        page.wait_for_timeout(500)
+        covered = page.evaluate(
+            "() => { const b = document.getElementById('pst-back-to-top'); if (!b) return [];"
+            " const r = b.getBoundingClientRect(); if (!r.width) return [];"
+            " return Array.from(document.querySelectorAll('.slider-container, .updatemenu-container'))"
+            ".filter(s => { const q = s.getBoundingClientRect(); return q.right > r.left && q.left < r.right"
+            " && q.bottom > r.top && q.top < r.bottom; }).length; }")
+        if covered:
+            problems.append(f"'Back to top' covers {covered} figure controls")
+
+    # ---- matplotlib figures: legible as shown, or opened full size with the keyboard
+    for img in page.query_selector_all(".bd-article img[data-text-px]"):
+        info = page.evaluate("i => ({px: parseFloat(i.dataset.textPx), w: i.clientWidth, nw: i.naturalWidth,"
+                             " alt: i.alt, link: !!i.closest('a.attn-edu-zoom')})", img)
+        shown = info["px"] * info["w"] / max(info["nw"], 1)
+        if shown >= MIN_TEXT_PX:
+            continue
+        if info["px"] < MIN_TEXT_PX:
+            problems.append(f"figure '{info['alt'][:50]}': its smallest text is {info['px']} px even at "
+                            f"full size (under {MIN_TEXT_PX})")
+            continue
+        if not info["link"]:
+            problems.append(f"figure '{info['alt'][:50]}': text {shown:.1f} px and no full-size view")
+            continue
+        link = img.evaluate_handle("i => i.closest('a.attn-edu-zoom')").as_element()
+        link.focus()
+        page.keyboard.press("Enter")
+        _until(page, "() => { const i = document.querySelector('dialog.attn-edu-zoom-view[open] img');"
+                     " return i && i.complete && i.getBoundingClientRect().width > 0; }")
+        big = page.evaluate("() => { const d = document.querySelector('dialog.attn-edu-zoom-view[open]');"
+                            " const i = d && d.querySelector('img'); return i && {w: i.getBoundingClientRect().width,"
+                            " alt: i.alt, focus: d.contains(document.activeElement)}; }")
+        if not big or big["w"] < info["nw"] - 1 or big["alt"] != info["alt"] or not big["focus"]:
+            problems.append(f"figure '{info['alt'][:50]}': Enter does not open it at full size with its "
+                            f"alt text ({big}, natural width {info['nw']})")
+        page.keyboard.press("Escape")
+        _until(page, "() => !document.querySelector('dialog.attn-edu-zoom-view')", timeout_ms=3000)
+        if page.evaluate("() => !!document.querySelector('dialog.attn-edu-zoom-view')") or \
+                not page.evaluate("l => document.activeElement === l", link):
+            problems.append(f"figure '{info['alt'][:50]}': Escape does not close the full-size view "
+                            "and give the focus back")
+    return problems
+
+
 @pytest.mark.parametrize("name", PAGES)
 def test_page_on_a_phone(name: str, server: str, browser, built_book: Path) -> None:
     """The page at 390 x 844 CSS px: nothing of the text is cut off, the plotly figures are
@@ -693,11 +808,13 @@ def test_page_on_a_phone(name: str, server: str, browser, built_book: Path) -> N
     :func:`attn_edu.alt_text.figure_text_px`, in the image's pixels) is at least
     ``MIN_TEXT_PX`` CSS px as the page shows the image, or else the image is a link that
     Enter opens at its natural size, in a dialog with the same alt text, where that text is
-    at least ``MIN_TEXT_PX`` px; Escape closes it and gives the focus back."""
+    at least ``MIN_TEXT_PX`` px; Escape closes it and gives the focus back. (A Chinese
+    chapter's figures are its English twin's: see :func:`_figures_checked_on_english_page`.)"""
     problems: list[str] = []
     context, page = _phone_page(browser, server, name, problems)
+    figures = not _figures_checked_on_english_page(name)
     try:
-        if page.evaluate("() => !!window.attnEduFigures"):
+        if figures and page.evaluate("() => !!window.attnEduFigures"):
             page.evaluate("() => window.attnEduFigures.drawAll()")
             page.wait_for_function("() => Array.from(document.querySelectorAll('.plotly-graph-div'))"
                                    ".every(d => d.querySelector('.main-svg'))", timeout=TIMEOUT_MS, polling=250)
@@ -714,104 +831,8 @@ def test_page_on_a_phone(name: str, server: str, browser, built_book: Path) -> N
         problems += page.evaluate(_CLIPPED_JS)
         problems += [f"axe at {PHONE['width']} px: {v}" for v in _axe(page, name, phone=True)]
 
-        # ---- plotly: text boxes, then every control with the keyboard
-        for fig in page.evaluate(_PLOTLY_TEXT_JS):
-            problems += [f"plotly figure {fig['figure']} ({fig['title']}): {p}" for p in fig["problems"]]
-        for i, div in enumerate(page.query_selector_all(".plotly-graph-div")):
-            want = page.evaluate("d => (d.layout.sliders || []).filter(s => (s.steps || []).length > 1).length"
-                                 " + (d.layout.updatemenus || []).filter(u => (u.buttons || []).length"
-                                 " && u.visible !== false).length", div)
-            controls = page.evaluate_handle(
-                "d => { const out = []; for (let e = d.nextElementSibling; e && e.classList"
-                " && e.classList.contains('attn-edu-figure-keys'); e = e.nextElementSibling) out.push(e);"
-                " return out; }", div)
-            n = page.evaluate("c => c.length", controls)
-            if n != want:
-                problems.append(f"plotly figure {i}: {want} sliders and menus but {n} keyboard controls")
-            for k in range(n):
-                control = page.evaluate_handle("([c, k]) => c[k]", [controls, k]).as_element()
-                target = control.query_selector("button") or control
-                target.focus()
-                page.keyboard.press("Shift+Tab")
-                page.keyboard.press("Tab")  # back by the keyboard: it is in the tab order
-                what = f"plotly figure {i}, control {k}"
-                if not page.evaluate("t => document.activeElement === t", target):
-                    problems.append(f"{what}: Tab does not reach it")
-                    continue
-                info = page.evaluate(
-                    "t => { const r = t.getBoundingClientRect(), cs = getComputedStyle(t);"
-                    " const box = t.closest('.attn-edu-figure-keys');"
-                    " return {w: r.width, h: r.height, l: r.left, r: r.right, outline: cs.outlineStyle,"
-                    " ow: parseFloat(cs.outlineWidth), name: (box.getAttribute('aria-label') || '').trim(),"
-                    " text: t.textContent.trim(), tag: t.tagName}; }", target)
-                if info["w"] < 10 or info["h"] < 10 or info["l"] < -1 or info["r"] > PHONE["width"] + 1:
-                    problems.append(f"{what}: not shown on the screen when it has the focus ({info})")
-                if info["outline"] == "none" or info["ow"] < 2:
-                    problems.append(f"{what}: no visible focus ({info['outline']} {info['ow']} px)")
-                if not (info["name"] or info["text"]):
-                    problems.append(f"{what}: no accessible name")
-                before = page.evaluate(_FIGURE_STATE_JS, div)
-                keys = {"INPUT": ("End", "Home"), "SELECT": ("ArrowDown", "ArrowUp")}.get(info["tag"], ("Enter",))
-                for key in keys:  # at the last step already, the other way
-                    page.keyboard.press(key)
-                    if _until(page, f"([d, b]) => ({_FIGURE_STATE_JS})(d) !== b", [div, before], 3000):
-                        break
-                else:
-                    problems.append(f"{what} ({info['tag'].lower()} {info['name'] or info['text']}): "
-                                    f"{key} changes nothing in the figure")
-                if info["tag"] == "BUTTON":  # Play: stop the animation again
-                    for b in control.query_selector_all("button")[1:]:
-                        b.focus()
-                        page.keyboard.press("Enter")
-
-        # ---- "Back to top" never covers a figure's controls
-        slider = page.query_selector(".plotly-graph-div .slider-container")
-        if slider is not None:
-            page.evaluate("s => { const r = s.getBoundingClientRect();"
-                          " window.scrollBy(0, r.top - innerHeight * 0.9 + 300); }", slider)
-            page.wait_for_timeout(200)
-            page.mouse.wheel(0, -300)  # scrolling up shows the theme's button
-            page.wait_for_timeout(500)
-            covered = page.evaluate(
-                "() => { const b = document.getElementById('pst-back-to-top'); if (!b) return [];"
-                " const r = b.getBoundingClientRect(); if (!r.width) return [];"
-                " return Array.from(document.querySelectorAll('.slider-container, .updatemenu-container'))"
-                ".filter(s => { const q = s.getBoundingClientRect(); return q.right > r.left && q.left < r.right"
-                " && q.bottom > r.top && q.top < r.bottom; }).length; }")
-            if covered:
-                problems.append(f"'Back to top' covers {covered} figure controls")
-
-        # ---- matplotlib figures: legible as shown, or opened full size with the keyboard
-        for img in page.query_selector_all(".bd-article img[data-text-px]"):
-            info = page.evaluate("i => ({px: parseFloat(i.dataset.textPx), w: i.clientWidth, nw: i.naturalWidth,"
-                                 " alt: i.alt, link: !!i.closest('a.attn-edu-zoom')})", img)
-            shown = info["px"] * info["w"] / max(info["nw"], 1)
-            if shown >= MIN_TEXT_PX:
-                continue
-            if info["px"] < MIN_TEXT_PX:
-                problems.append(f"figure '{info['alt'][:50]}': its smallest text is {info['px']} px even at "
-                                f"full size (under {MIN_TEXT_PX})")
-                continue
-            if not info["link"]:
-                problems.append(f"figure '{info['alt'][:50]}': text {shown:.1f} px and no full-size view")
-                continue
-            link = img.evaluate_handle("i => i.closest('a.attn-edu-zoom')").as_element()
-            link.focus()
-            page.keyboard.press("Enter")
-            _until(page, "() => { const i = document.querySelector('dialog.attn-edu-zoom-view[open] img');"
-                         " return i && i.complete && i.getBoundingClientRect().width > 0; }")
-            big = page.evaluate("() => { const d = document.querySelector('dialog.attn-edu-zoom-view[open]');"
-                                " const i = d && d.querySelector('img'); return i && {w: i.getBoundingClientRect().width,"
-                                " alt: i.alt, focus: d.contains(document.activeElement)}; }")
-            if not big or big["w"] < info["nw"] - 1 or big["alt"] != info["alt"] or not big["focus"]:
-                problems.append(f"figure '{info['alt'][:50]}': Enter does not open it at full size with its "
-                                f"alt text ({big}, natural width {info['nw']})")
-            page.keyboard.press("Escape")
-            _until(page, "() => !document.querySelector('dialog.attn-edu-zoom-view')", timeout_ms=3000)
-            if page.evaluate("() => !!document.querySelector('dialog.attn-edu-zoom-view')") or \
-                    not page.evaluate("l => document.activeElement === l", link):
-                problems.append(f"figure '{info['alt'][:50]}': Escape does not close the full-size view "
-                                "and give the focus back")
+        if figures:
+            problems += _phone_figure_problems(page)
     finally:
         context.close()
     assert not problems, f"{name} at {PHONE['width']} x {PHONE['height']}:\n  " + "\n  ".join(problems)

@@ -55,6 +55,13 @@ def test_chinese_chapters_show_the_english_outputs_and_open_the_chinese_notebook
     assert outputs[0] > 0 and outputs[0] == outputs[1], f"outputs: English {outputs[0]}, Chinese {outputs[1]}"
     name = page.split("/")[-1]
     assert f"/blob/main/notebooks/zh/{name}.ipynb" in zh and f"/blob/main/notebooks/{name}.ipynb" in en
+    # the figures are the English page's, file for file and byte for byte (plotly's data and
+    # matplotlib's images): tests/test_book_browser.py drives them once, on the English page
+    for pattern in (r'data-src="\.\./(_static/attn-edu-figures/[^"]+)"', r'<img [^>]*src="\.\./(_images/[^"]+)"'):
+        files = [re.findall(pattern, t) for t in (en, zh)]
+        assert files[0] == files[1], f"{page}: the Chinese page's figures are not the English page's"
+        for f in files[0]:
+            assert (built / f).read_bytes() == (built / "zh" / f).read_bytes(), f"{page}: zh/{f} differs"
 
 
 @pytest.mark.browser
