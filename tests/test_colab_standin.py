@@ -19,10 +19,9 @@ and keeps the outputs for the other tests that read them; the book build execute
 chapters once more, with triton installed): each must finish in under
 ``MAX_CHAPTER_S`` seconds. Chapters still known not to run without triton are listed in :data:`NO_TRITON_PENDING`
 and expected to fail (strictly: when one starts to pass, the test says so and the entry
-must go). Slow: about a chapter's run time each, as in tests/test_notebooks.py. Measured on
-a shared 2-core machine at load ~12: 12 to 80 s a chapter, about 11 minutes for all 14,
-after the stand-in venv is built once (about 8.5 minutes, cached under
-``$TMPDIR/attn-edu-venvs``).
+must go). Slow: about a chapter's run time each. Measured alone on a quiet 2-core machine
+(2026-11-27, ``-n 2``): 6 to 44 s a chapter, 156 s for all 14, after the stand-in venv is
+built once (22 s with uv and an empty cache; cached under ``$TMPDIR/attn-edu-venvs``).
 Python 3.13 (Colab's) is checked by :func:`test_python313_installs_and_runs_the_numpy_side`.
 """
 from __future__ import annotations
