@@ -146,3 +146,24 @@ def test_chapter_stats_counts_words_after_a_less_than_in_math(tmp_path):
     path = tmp_path / "chapter.ipynb"
     path.write_text(json.dumps(nb))
     assert cs.chapter_stats(path)["words"] == 5 + 5
+
+
+TABLE_HEAD = re.compile(r"^\|(.*)\|\s*\n\|(?:\s*:?-{3,}:?\s*\|)+\s*$", re.M)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + sorted((ROOT / "notebooks" / "zh").glob("*.ipynb")),
+                         ids=lambda p: str(p.relative_to(ROOT / "notebooks")))
+def test_every_table_column_has_a_header(path):
+    """A markdown table's header row names every column: a screen reader reads a data cell
+    with its column's header, and an empty one leaves the row labels unnamed (axe's
+    td-has-header, which Lighthouse reported on chapter 09's comparison table)."""
+    cells = json.loads(path.read_text())["cells"]
+    empty = []
+    for cell in cells:
+        if cell["cell_type"] != "markdown":
+            continue
+        for m in TABLE_HEAD.finditer("".join(cell["source"])):
+            heads = [h.strip() for h in m.group(1).split("|")]
+            if any(not h for h in heads):
+                empty.append(f"{cell.get('id')}: |{m.group(1)}|")
+    assert not empty, f"{path.name}: table columns without a header: {empty}"
