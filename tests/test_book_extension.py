@@ -241,3 +241,16 @@ def test_the_search_index_stays_on_the_search_page(ext, tmp_path):
     assert '<script defer src="searchindex.js">' in search
     assert "<script>const DOCUMENTATION_OPTIONS = {};</script>" in page and 'rel="preload" as="script"' not in page
     assert '<img loading="lazy" alt="Colab logo"' in page and '<img alt="a"' in page
+
+
+def test_the_search_button_is_named_by_what_it_shows(ext, tmp_path):
+    """The theme names its search button "Search" while it shows "Search Ctrl + K" (axe's
+    label-content-name-mismatch): the build drops the aria-label, so its text is its name."""
+    button = ('<button class="btn search-button-field search-button__button pst-js-only" title="搜索" '
+              'aria-label="搜索" data-bs-toggle="tooltip"><span>搜索</span><kbd>Ctrl</kbd>+<kbd>K</kbd></button>'
+              '<button class="other" aria-label="kept">x</button>')
+    (tmp_path / "page.html").write_text(f"<head></head><body>{button}</body>")
+    ext.finish_html(tmp_path)
+    page = (tmp_path / "page.html").read_text()
+    assert '<button class="btn search-button-field search-button__button pst-js-only" title="搜索" data-bs' in page
+    assert 'aria-label="搜索"' not in page and 'aria-label="kept"' in page
