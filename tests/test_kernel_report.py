@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,27 +39,17 @@ def _run(args, timeout=300):
                           env=_compiled_env(), timeout=timeout)
 
 
-_TTIR_SCRIPT = r"""
-import json, re, sys
-from attn_edu.kernels import report
-out = {}
-for k in report.kernels():
-    row = report.compile_kernel(k, "sm_80", k.configs((8, 0), 64, "bfloat16", "tf32")[0], 64, "bfloat16")
-    ttir = row["asm"]["ttir"]
-    # the first addptr on each tensor argument: base + b * stride_b + h * stride_h
-    out[k.name] = {"base": {m.group(1): m.group(2) for m in re.finditer(
-        r"tt\.addptr %(Q|K|V|Out|O|DO|Lse|LSE|Delta), %\S+ : !tt\.ptr<\w+>, (i\d+)", ttir)},
-        # row strides widened to 64 bits: a block's first row * stride in int64
-        "wide": sorted(set(re.findall(r"arith\.extsi %(\w+) : i32 to i64", ttir)))}
-for spec in __import__("attn_edu.kernels.decode_triton", fromlist=["x"]).compile_specs("sm_80", "bfloat16", 64):
-    if spec["name"].startswith("_split"):
-        from triton.compiler import ASTSource
-        row = report._compile(ASTSource(spec["fn"], spec["signature"], spec["constexprs"], spec["attrs"]),
-                              "sm_80", spec["options"], {})
-        out["decode_split"] = {"wide": sorted(set(re.findall(r"arith\.extsi %(\w+) : i32 to i64",
-                                                              row["asm"]["ttir"])))}
-print(json.dumps(out))
-"""
+@pytest.fixture(scope="module")
+def subset(tmp_path_factory):
+    """The report's command for a sample, once for the tests below: the first configuration
+    of every kernel at d = 64 in bfloat16, for sm_80 and sm_90a, with each compile's Triton
+    IR and PTX (``--asm``). Its rows, by (kernel, target)."""
+    out = tmp_path_factory.mktemp("report") / "report.json"
+    res = _run(["-m", "attn_edu.kernels.report", "--targets", "sm_80,sm_90a", "--d", "64",
+                "--configs", "1", "--dtypes", "bfloat16", "--jobs", "2", "--asm", "--json", str(out)])
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return {(r["kernel"], r["target"]): r for r in json.loads(out.read_text())["rows"]}
+
 
 #: The row (or key) strides each kernel multiplies a block's first row by (its own block's,
 #: or each block's of a loop): 32-bit products pass 2**31 in a packed (B, L, 3, H, D) qkv
@@ -75,14 +66,22 @@ ROW_STRIDES = {
 
 
 @pytest.mark.slow  # compiles kernels for GPU targets
-def test_every_kernel_addresses_its_tensors_with_int64_offsets():
+def test_every_kernel_addresses_its_tensors_with_int64_offsets(subset):
     # b * stride_b passes 2**31 for tensors of more than 2**31 elements (or a packed qkv
     # view), and so does row * stride_m in a long one: in int32 they wrap and the kernel
     # reads the wrong memory. Read from the compiled TTIR: base offsets are i64 and every
     # row stride is widened to i64 before it multiplies a block's first row.
-    res = _run(["-c", _TTIR_SCRIPT])
-    assert res.returncode == 0, res.stderr[-3000:]
-    offsets = json.loads(res.stdout.strip().splitlines()[-1])
+    offsets = {}
+    for (kernel, target), row in subset.items():
+        if target != "sm_80" or kernel == "decode_reduce_kernel":
+            continue
+        ttir = row["asm"]["ttir"]
+        offsets[kernel.replace("_kernel", "")] = {
+            # the first addptr on each tensor argument: base + b * stride_b + h * stride_h
+            "base": {m.group(1): m.group(2) for m in re.finditer(
+                r"tt\.addptr %(Q|K|V|Out|O|DO|Lse|LSE|Delta), %\S+ : !tt\.ptr<\w+>, (i\d+)", ttir)},
+            # row strides widened to 64 bits: a block's first row * stride in int64
+            "wide": sorted(set(re.findall(r"arith\.extsi %(\w+) : i32 to i64", ttir)))}
     assert set(offsets) == set(ROW_STRIDES)
     for name, got in offsets.items():
         if name != "decode_split":
@@ -92,15 +91,11 @@ def test_every_kernel_addresses_its_tensors_with_int64_offsets():
 
 
 @pytest.mark.slow  # compiles kernels for GPU targets
-def test_compile_report_subset_passes_and_uses_wgmma_on_hopper(tmp_path):
+def test_compile_report_subset_passes_and_uses_wgmma_on_hopper(subset):
     # the first configuration of every kernel at d = 64: mma.sync on sm_80, wgmma and no
     # spills on sm_90a, everything within shared memory (the full report is a command:
     # python -m attn_edu.kernels.report)
-    out = tmp_path / "report.json"
-    res = _run(["-m", "attn_edu.kernels.report", "--targets", "sm_80,sm_90a", "--d", "64",
-                "--configs", "1", "--dtypes", "bfloat16", "--jobs", "2", "--json", str(out)])
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    rows = json.loads(out.read_text())["rows"]
+    rows = list(subset.values())
     kernels = {"forward", "backward_dkdv", "backward_dq", "backward_atomic_dq", "block_sparse_forward"}
     decode = {"decode_split_kernel", "decode_reduce_kernel"}  # listed by compile_specs
     assert {r["kernel"] for r in rows} == kernels | decode and len(rows) == 2 * len(kernels | decode)
@@ -114,27 +109,17 @@ def test_compile_report_subset_passes_and_uses_wgmma_on_hopper(tmp_path):
             assert r["spill_bytes"] == 0, r
 
 
-_DOTS_SCRIPT = r"""
-import json, re
-from attn_edu.kernels import report
-out = {}
-for k in report.kernels(["backward_dkdv", "backward_dq", "backward_atomic_dq"]):
-    row = report.compile_kernel(k, "sm_90a", k.configs((9, 0), 64, "bfloat16", "tf32")[0], 64, "bfloat16")
-    out[k.name] = {"dots": len(re.findall(r"= tt\.dot ", row["asm"]["ttir"])),
-                   "atomics": len(re.findall(r"\b(?:red|atom)\.global\S*\.add\S*\.f32", row["asm"]["ptx"])),
-                   "matrix": row["matrix"], "mma_sync": len(re.findall(r"\bmma\.sync", row["asm"]["ptx"]))}
-print(json.dumps(out))
-"""
-
-
 @pytest.mark.slow  # compiles kernels for GPU targets
-def test_backward_matmul_counts_in_the_compiled_kernels():
+def test_backward_matmul_counts_in_the_compiled_kernels(subset):
     # chapter 10's count, read from Triton's IR: the two-kernel backward recomputes S and dP
     # in both kernels (4 + 3 = 7 matmuls per tile pair); FlashAttention-2's Algorithm 2
     # (backward="atomic_dq") does 5, adding dQ with float32 atomics instead
-    res = _run(["-c", _DOTS_SCRIPT])
-    assert res.returncode == 0, res.stderr[-3000:]
-    got = json.loads(res.stdout.strip().splitlines()[-1])
+    got = {}
+    for name in ("backward_dkdv", "backward_dq", "backward_atomic_dq"):
+        row = subset[name, "sm_90a"]
+        got[name] = {"dots": len(re.findall(r"= tt\.dot ", row["asm"]["ttir"])),
+                     "atomics": len(re.findall(r"\b(?:red|atom)\.global\S*\.add\S*\.f32", row["asm"]["ptx"])),
+                     "matrix": row["matrix"], "mma_sync": len(re.findall(r"\bmma\.sync", row["asm"]["ptx"]))}
     assert got["backward_dkdv"]["dots"] == 4 and got["backward_dq"]["dots"] == 3, got
     assert got["backward_atomic_dq"]["dots"] == 5, got
     assert got["backward_dkdv"]["atomics"] == got["backward_dq"]["atomics"] == 0, got

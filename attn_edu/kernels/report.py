@@ -200,7 +200,7 @@ def compile_kernel(kernel: AotKernel, target: str, config, d: int, dtype: str,
 
 
 def _spec_rows(target: str, dtype: str, d: int, names: Optional[List[str]],
-               precision: Optional[str] = None) -> List[Dict[str, Any]]:
+               precision: Optional[str] = None, asm: bool = False) -> List[Dict[str, Any]]:
     """Rows of the kernels a module lists with ``compile_specs(arch, dtype, head_dim)`` (the
     decode kernel of chapter 13: the configuration its launcher picks for the target)."""
     from triton.compiler import ASTSource
@@ -219,7 +219,8 @@ def _spec_rows(target: str, dtype: str, d: int, names: Optional[List[str]],
             row = _compile(src, target, spec["options"], {
                 "kernel": name, "d": d, "dtype": dtype, "precision": precision,
                 "block_m": consts.get("BLOCK_M", consts.get("BLOCK_S", 0)), "block_n": consts.get("BLOCK_N", 0)})
-            row.pop("asm")
+            if not asm:
+                row.pop("asm")
             row["problems"] = problems(row, needs_wgmma=False)  # L_q = 1: too few rows for wgmma
             _judge_spills([row])
             rows.append(row)
@@ -335,24 +336,29 @@ def _print_row(row: Dict[str, Any], stream) -> None:
 
 def _task(task: tuple) -> List[Dict[str, Any]]:
     """One unit of the report's work (a compile of one of our kernels, or a spec module's
-    kernels for one target, dtype and d), as rows without assembly; runs in a worker too."""
+    kernels for one target, dtype and d), as rows (with their assembly when the task's last
+    item says so); runs in a worker too."""
     if task[0] == "spec":
         return _spec_rows(*task[1:])
-    _, name, target, config, d, dtype, precision = task
+    _, name, target, config, d, dtype, precision, asm = task
     kernel = kernels([name])[0]
     row = compile_kernel(kernel, target, config, d, dtype, precision)
-    row.pop("asm")
+    if not asm:
+        row.pop("asm")
     row["problems"] = problems(row, kernel.needs_wgmma, kernel.needs_tma)
     return [row]
 
 
 def run_report(targets: Sequence[str] = ("sm_75", "sm_80", "sm_90a"), ds: Sequence[int] = (64, 128),
                kernel_names: Optional[Iterable[str]] = None, dtypes: Optional[Sequence[str]] = None,
-               configs: Optional[int] = None, stream=sys.stdout, jobs: int = 1) -> List[Dict[str, Any]]:
+               configs: Optional[int] = None, stream=sys.stdout, jobs: int = 1,
+               asm: bool = False) -> List[Dict[str, Any]]:
     """Compile every (kernel, target, config, d, dtype, precision); print a table; return
-    the rows (without their assembly), each with its ``problems`` and ``warnings``.
-    ``configs=N`` compiles only the first N configurations of each kernel (for quick
-    checks); ``jobs=N`` compiles in N worker processes (each compile is timed in its own)."""
+    the rows, each with its ``problems`` and ``warnings``. ``configs=N`` compiles only the
+    first N configurations of each kernel (for quick checks); ``jobs=N`` compiles in N
+    worker processes (each compile is timed in its own); ``asm=True`` keeps each compile's
+    Triton IR and PTX in its row (``"asm"``: ``"ttir"``, ``"ptx"``), to read what the
+    compiler made of a kernel."""
     for t in targets:
         if t not in TARGETS:
             raise ValueError(f"unknown target {t!r}; known: {', '.join(TARGETS)}")
@@ -366,10 +372,10 @@ def run_report(targets: Sequence[str] = ("sm_75", "sm_80", "sm_90a"), ds: Sequen
                 for d in ds:
                     cap = divmod(TARGETS[target].capability, 10)
                     cfgs = kernel.configs(cap, d, dtype, input_precision(dtype, cap, precision))
-                    groups.append([("own", kernel.name, target, config, d, dtype, precision)
+                    groups.append([("own", kernel.name, target, config, d, dtype, precision, asm)
                                    for config in (cfgs[:configs] if configs else cfgs)])
     if names is None or set(names) & set(SPEC_KERNELS):
-        groups += [[("spec", target, dtype, d, names, precision)] for target in targets
+        groups += [[("spec", target, dtype, d, names, precision, asm)] for target in targets
                    for dtype, precision in variants(target, dtypes) for d in ds]
     tasks = [t for g in groups for t in g]
     if jobs > 1:
@@ -436,11 +442,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--configs", type=int, default=None, help="only the first N configurations")
     p.add_argument("--json", default=None, help="write the rows here")
     p.add_argument("--jobs", type=int, default=1, help="compile in this many processes")
+    p.add_argument("--asm", action="store_true", help="keep each compile's Triton IR and PTX in the JSON rows")
     args = p.parse_args(argv)
     split = lambda s: [x for x in s.replace(" ", ",").split(",") if x]  # noqa: E731
     rows = run_report(split(args.targets), [int(x) for x in split(args.d)],
                       split(args.kernels) if args.kernels else None,
-                      split(args.dtypes) if args.dtypes else None, args.configs, jobs=args.jobs)
+                      split(args.dtypes) if args.dtypes else None, args.configs, jobs=args.jobs,
+                      asm=args.asm)
     bad = [r for r in rows if r["problems"]]
     print(summary(rows))
     if args.json:
