@@ -129,6 +129,11 @@ def test_second_level_sections_get_a_placeholder_no_smaller_than_their_content(e
     assert heights[0] >= 100 * 28 + 2 * 500 and heights[1] < heights[0]
     assert '<section id="top">' in new and '<section id="a1">' in new  # only the second level
     assert re.sub(r' style="[^"]*"', "", new) == body
+    # Chinese: a character is about two of a Latin line's widths (20 a line on a phone)
+    zh = ('<section id="top"><h1>T</h1><section id="c"><h2>C</h2><p>' + "注意力，" * 500 + "</p></section>"
+          '<section id="d"><h2>D</h2><p>' + "word " * 400 + "</p></section></section>")
+    c, d = (int(h) for h in re.findall(r"contain-intrinsic-size: auto (\d+)px", ext._section_placeholders(zh)))
+    assert c >= 2000 // 20 * 28 and c > d  # 2,000 characters: 100 lines, as tall as 4,000 Latin ones
 
 
 def test_a_figure_s_data_leaves_the_page_for_its_own_script(ext, tmp_path):
@@ -254,3 +259,24 @@ def test_the_search_button_is_named_by_what_it_shows(ext, tmp_path):
     page = (tmp_path / "page.html").read_text()
     assert '<button class="btn search-button-field search-button__button pst-js-only" title="搜索" data-bs' in page
     assert 'aria-label="搜索"' not in page and 'aria-label="kept"' in page
+
+
+def test_katex_fonts_are_cut_to_the_characters_of_the_formulas(ext, tmp_path):
+    pytest.importorskip("brotli")
+    ttlib = pytest.importorskip("fontTools.ttLib")
+    page = ('<p>prose Ωmega</p><span class="katex"><span class="katex-mathml">ignored Z</span>'
+            '<span class="katex-html" aria-hidden="true"><span class="mord mathbb">R</span>'
+            '<span class="mrel">&#8804;</span><span class="mord">x<span class="msupsub">2</span></span>'
+            '</span></span><p>after: Q</p>')
+    chars = ext._math_characters([page])
+    assert {"R", "≤", "x", "2", "(", ")"} <= chars and not {"Ω", "Z", "Q", "p"} & chars
+    (tmp_path / "_static" / "katex" / "fonts").mkdir(parents=True)
+    assert ext._subset_katex_fonts(tmp_path, chars) > 0
+    for src in sorted(ext.KATEX_FONTS_SRC.glob("*.woff2")):
+        cut = tmp_path / "_static" / "katex" / "fonts" / src.name
+        whole = set(ttlib.TTFont(src).getBestCmap())
+        # every glyph the formulas need from this font (and what its layout tables tie to them)
+        kept = set(ttlib.TTFont(cut).getBestCmap())
+        assert whole & {ord(c) for c in chars} <= kept <= whole and len(kept) < len(whole) / 3, src.name
+    main = tmp_path / "_static" / "katex" / "fonts" / "KaTeX_Main-Regular.woff2"
+    assert main.stat().st_size < (ext.KATEX_FONTS_SRC / main.name).stat().st_size / 2

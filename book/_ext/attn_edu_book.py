@@ -536,8 +536,19 @@ KATEX_FONTS = {
     "size4": "KaTeX_Size4-Regular", "small-op": "KaTeX_Size1-Regular", "large-op": "KaTeX_Size2-Regular",
 }
 #: how much of the article counts as its first screen (for the font preloads): this many
-#: characters of text (a phone shows about 1,200, a desktop about 2,500), with what precedes it
+#: characters' widths of text (a phone shows about 1,200, a desktop about 2,500; see
+#: :func:`_text_width`), with what precedes it
 FIRST_SCREEN_TEXT = 2500
+#: characters a line gives two widths: CJK ideographs, kana, hangul, fullwidth forms and CJK
+#: punctuation (Unicode's East Asian Wide and Fullwidth blocks)
+_WIDE_RE = re.compile("[\u1100-\u115f\u2e80-\u303e\u3041-\u33ff\u3400-\u4dbf\u4e00-\u9fff"
+                      "\ua000-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]")
+
+
+def _text_width(text: str) -> int:
+    """The width of a text in characters of Latin text: a CJK character (wide, in Unicode's
+    East Asian Width) takes about two; 40 widths are a line on a phone."""
+    return len(text) + len(_WIDE_RE.findall(text))
 
 
 def _selector_needs(prelude: list) -> list[set]:
@@ -737,7 +748,7 @@ def _katex_preloads(text: str, depth: int, out: Path) -> str:
         return ""
     seen, end = 0, len(text)
     for m in re.finditer(r">([^<]+)<", text[article:]):
-        seen += len(m.group(1).strip())
+        seen += _text_width(m.group(1).strip())
         if seen >= FIRST_SCREEN_TEXT:
             end = article + m.end()
             break
@@ -755,6 +766,65 @@ def _katex_preloads(text: str, depth: int, out: Path) -> str:
             links.append(f'<link rel="preload" href="{prefix}_static/katex/fonts/{font}.woff2" as="font" '
                          f'type="font/woff2" crossorigin="anonymous" data-attn-edu-font />')
     return "\n".join(links)
+
+
+#: KaTeX's fonts as vendored (book/_static/katex/fonts): the build serves each one cut to the
+#: characters the built pages' formulas use (:func:`_subset_katex_fonts`)
+KATEX_FONTS_SRC = _STATIC_SRC / "katex" / "fonts"
+_MATH_TOKEN_RE = re.compile(r"<(/?)span\b[^>]*>|<[^>]*>|([^<]+)")
+
+
+def _math_characters(texts) -> set:
+    """Every character of the formulas the pages show (the text inside KaTeX's
+    ``katex-html``, entities decoded), and what katex.min.css writes itself (equation
+    numbers: digits and parentheses)."""
+    chars = set("()0123456789")
+    for text in texts:
+        for start in re.finditer(r'<span class="katex-html"', text):
+            depth = 0
+            for m in _MATH_TOKEN_RE.finditer(text, start.start()):
+                if m.group(2) is not None:
+                    chars.update(html.unescape(m.group(2)))
+                elif m.group(1) is not None:
+                    depth += -1 if m.group(1) else 1
+                    if depth == 0:
+                        break
+    return chars
+
+
+def _subset_katex_fonts(out: Path, chars: set) -> int:
+    """Write each of KaTeX's fonts into the built site cut to ``chars`` (its glyphs for the
+    characters the book's formulas use, from the vendored original every time, so a
+    character a later build needs is never lost): a phone fetches the few fonts a page
+    uses before its first paint, and the whole set went from about 300 KB to a fraction.
+    Needs fontTools (with matplotlib) and brotli (for woff2); without them the fonts stay
+    whole. Returns the bytes written."""
+    dest = out / "_static" / "katex" / "fonts"
+    if not dest.is_dir() or not KATEX_FONTS_SRC.is_dir():
+        return 0
+    try:
+        import brotli  # noqa: F401,PLC0415  (woff2)
+        from fontTools import subset  # noqa: PLC0415
+        from fontTools.ttLib import TTFont  # noqa: PLC0415
+    except ImportError:
+        logger.info("[attn_edu_book] fontTools or brotli is missing: KaTeX's fonts are served whole")
+        return 0
+    options = subset.Options()
+    options.flavor = "woff2"
+    options.layout_features = ["*"]
+    options.name_IDs = ["*"]
+    options.notdef_outline = True
+    written = 0
+    for src in sorted(KATEX_FONTS_SRC.glob("*.woff2")):
+        font = TTFont(src)
+        cmap = font.getBestCmap() or {}
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(unicodes=sorted(ord(c) for c in chars if ord(c) in cmap))
+        subsetter.subset(font)
+        font.flavor = "woff2"
+        font.save(dest / src.name)
+        written += (dest / src.name).stat().st_size
+    return written
 
 
 def _inline_stylesheets(out: Path, pages: list[tuple[Path, str]], icons: dict) -> dict:
@@ -909,7 +979,8 @@ def _finish_pages(app: Sphinx, exception: Exception | None) -> None:
 def finish_html(out: Path) -> None:
     """What only the written pages show: the theme's icons, its search scripts, the math
     that the theme wrote from other documents (the page's table of contents, the links to
-    the neighbouring pages), and the stylesheets (one pruned ``<style>`` per page).
+    the neighbouring pages), the stylesheets (one pruned ``<style>`` per page), and KaTeX's
+    fonts cut to the characters of the pages' formulas.
 
     The search index and its scripts (66 KB compressed) stay on the search page alone: the
     theme's search box sends the reader there (``search_as_you_type`` is off), so no other
@@ -951,6 +1022,7 @@ def finish_html(out: Path) -> None:
             new = _MATHJAX_TAG_RE.sub("", new)  # KaTeX typeset every formula
         pages.append((page, new, text))
     styled = _inline_stylesheets(out, [(p, new) for p, new, _ in pages], icons)
+    _subset_katex_fonts(out, _math_characters(new for _, new, _ in pages))
     for page, new, text in pages:
         new = styled.get(page, new)
         if new != text:
@@ -999,11 +1071,13 @@ _SECTION_TAG_RE = re.compile(r"<section\b[^>]*>|</section>")
 
 def _section_height_px(fragment: str) -> int:
     """A generous guess of a section's height on a phone (about 380 px of text width): its
-    words, code lines, images, figures and table rows. Over, not under: a skipped section
-    whose content is taller than its placeholder would overlap the next one's for anything
-    that measures it before it is drawn (accessibility checkers do)."""
+    words (40 widths a line, a CJK character two: :func:`_text_width`), code lines, images,
+    figures and table rows. Over, not under: a skipped section whose content is taller than
+    its placeholder would overlap the next one's for anything that measures it before it is
+    drawn (accessibility checkers do), and the sections below it would be laid out, their
+    fonts fetched, before the first screen is painted."""
     text = re.sub(r"<[^>]+>", "", re.sub(r"<(pre|script|style)\b.*?</\1>", "", fragment, flags=re.S))
-    height = 28 * (len(" ".join(text.split())) // 40 + fragment.count("<p") + fragment.count("<li"))
+    height = 28 * (_text_width(" ".join(text.split())) // 40 + fragment.count("<p") + fragment.count("<li"))
     for pre in re.findall(r"<pre\b.*?</pre>", fragment, flags=re.S):
         height += 40 + 21 * pre.count("\n")
     height += 500 * fragment.count("<img ") + 120 * fragment.count("<tr")
