@@ -859,7 +859,7 @@ def test_page_on_a_phone(name: str, server: str, browser, built_book: Path) -> N
             # drawAll's promise holds every figure's phone layout, its second pass included
             # (figures.js: the sizes plotly drew); then two frames for the page to lay it out
             page.evaluate(_TWO_FRAMES_JS)
-        page.add_style_tag(content=".bd-article section { content-visibility: visible !important; }")
+        page.add_style_tag(content=".bd-article section, .bd-article section > * { content-visibility: visible !important; }")
         page.evaluate("() => Promise.all(Array.from(document.images, i => { i.loading = 'eager';"
                       " return i.complete ? 0 : new Promise(r => { i.onload = i.onerror = r; }); }))")
         page.evaluate(_TWO_FRAMES_JS)

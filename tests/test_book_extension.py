@@ -127,12 +127,19 @@ def test_second_level_sections_get_a_placeholder_no_smaller_than_their_content(e
     assert len(heights) == 2, new[:300]
     # 4,000 characters of text (100 lines of 40 on a phone, 28 px each) and two images
     assert heights[0] >= 100 * 28 + 2 * 500 and heights[1] < heights[0]
-    assert '<section id="top">' in new and '<section id="a1">' in new  # only the second level
+    assert '<section id="top">' in new  # the first level is laid out at once
+    # each block of a second-level section has its own (not its heading, not a bare image):
+    # the paragraph's 100 lines, the third-level section with its two lines of code
+    blocks = re.findall(r'<(p|section id="a1") style="contain-intrinsic-size: auto (\d+)px', new)
+    assert [b for b, _ in blocks] == ["p", 'section id="a1"', "p"], blocks
+    assert int(blocks[0][1]) >= 100 * 28 and int(blocks[1][1]) >= 2 * 21 + 40, blocks
+    assert "<h2>A</h2>" in new and "<h1>T</h1><p>intro</p>" in new
     assert re.sub(r' style="[^"]*"', "", new) == body
     # Chinese: a character is about two of a Latin line's widths (20 a line on a phone)
     zh = ('<section id="top"><h1>T</h1><section id="c"><h2>C</h2><p>' + "注意力，" * 500 + "</p></section>"
           '<section id="d"><h2>D</h2><p>' + "word " * 400 + "</p></section></section>")
-    c, d = (int(h) for h in re.findall(r"contain-intrinsic-size: auto (\d+)px", ext._section_placeholders(zh)))
+    c, d = (int(h) for h in re.findall(r'<section id="[cd]" style="contain-intrinsic-size: auto (\d+)px',
+                                        ext._section_placeholders(zh)))
     assert c >= 2000 // 20 * 28 and c > d  # 2,000 characters: 100 lines, as tall as 4,000 Latin ones
 
 

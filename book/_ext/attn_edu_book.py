@@ -1069,25 +1069,67 @@ def _defer(js: Any) -> None:
 _SECTION_TAG_RE = re.compile(r"<section\b[^>]*>|</section>")
 
 
-def _section_height_px(fragment: str) -> int:
-    """A generous guess of a section's height on a phone (about 380 px of text width): its
-    words (40 widths a line, a CJK character two: :func:`_text_width`), code lines, images,
-    figures and table rows. Over, not under: a skipped section whose content is taller than
-    its placeholder would overlap the next one's for anything that measures it before it is
-    drawn (accessibility checkers do), and the sections below it would be laid out, their
-    fonts fetched, before the first screen is painted."""
+def _section_height_px(fragment: str, slack: int = 300) -> int:
+    """A generous guess of a section's (or a block's: ``slack``) height on a phone (about
+    380 px of text width): its words (40 widths a line, a CJK character two:
+    :func:`_text_width`), code lines, images, figures (three times their height: stacked on a
+    phone) and table rows. Over, not under: the blocks below a section whose placeholder is
+    too short would be laid out, their fonts fetched, before the first screen is painted; a
+    section that grows when it is drawn moves what is below it; and a skipped section taller
+    than its placeholder overlaps the next one for anything that measures it before it is
+    drawn (accessibility checkers do)."""
     text = re.sub(r"<[^>]+>", "", re.sub(r"<(pre|script|style)\b.*?</\1>", "", fragment, flags=re.S))
     height = 28 * (_text_width(" ".join(text.split())) // 40 + fragment.count("<p") + fragment.count("<li"))
     for pre in re.findall(r"<pre\b.*?</pre>", fragment, flags=re.S):
         height += 40 + 21 * pre.count("\n")
     height += 500 * fragment.count("<img ") + 120 * fragment.count("<tr")
-    height += sum(int(h) + 60 for h in re.findall(r'class="plotly-graph-div" style="height:(\d+)px', fragment))
-    return height + 300
+    # a plotly figure on a phone stacks its panels (figures.js): up to about three times its height
+    height += sum(3 * int(h) + 60 for h in re.findall(r'class="plotly-graph-div" style="height:(\d+)px', fragment))
+    return height + slack
+
+
+_TAG_RE = re.compile(r"<(/?)([a-zA-Z][\w:-]*)[^>]*?(/?)>|<!--.*?-->", re.S)
+_VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
+def _child_placeholders(inner: str) -> str:
+    """Each element directly inside a second-level section but its heading (book.css:
+    ``content-visibility: auto`` on them too) gets a placeholder height a little over its
+    content's: a section that comes near the viewport lays out the blocks near it, not all
+    of itself (a Chinese chapter's opening is shorter than the English one, so its first
+    section starts within the distance at which the browser lays sections out at load)."""
+    out, last, depth, start, pos = [], 0, 0, None, 0
+    while (m := _TAG_RE.search(inner, pos)) is not None:
+        pos = m.end()
+        if m.group(2) is None:  # a comment
+            continue
+        name = m.group(2).lower()
+        if m.group(1):
+            depth -= 1
+            if depth == 0 and start is not None:
+                if start.group(2).lower() not in ("h2", "script", "style", "dl"):  # dl.py: book.css
+                    height = _section_height_px(inner[start.start():m.end()], slack=40)
+                    tag = start.group(0)
+                    tag = (tag.replace(' style="', f' style="contain-intrinsic-size: auto {height}px; ', 1)
+                           if ' style="' in tag else tag[:-1].rstrip("/") + f' style="contain-intrinsic-size: auto {height}px">')
+                    out.append(inner[last:start.start()] + tag)
+                    last = start.end()
+                start = None
+        elif name not in _VOID_TAGS and not m.group(3):
+            if depth == 0:
+                start = m
+            depth += 1
+            if name in ("script", "style"):  # their text is not markup
+                end = inner.find(f"</{name}", m.end())
+                pos = end if end >= 0 else len(inner)
+    out.append(inner[last:])
+    return "".join(out)
 
 
 def _section_placeholders(body: str) -> str:
     """Give each second-level section (``content-visibility: auto`` in book.css) a placeholder
-    height no smaller than its content: the browser lays it out only when it comes near."""
+    height no smaller than its content: the browser lays it out only when it comes near; and
+    so each block inside it (:func:`_child_placeholders`)."""
     out, depth, last, starts = [], 0, 0, []
     for m in _SECTION_TAG_RE.finditer(body):
         if m.group(0) != "</section>":
@@ -1099,8 +1141,8 @@ def _section_placeholders(body: str) -> str:
             start = starts.pop()
             height = _section_height_px(body[start.end():m.start()])
             tag = start.group(0)[:-1] + f' style="contain-intrinsic-size: auto {height}px">'
-            out.append(body[last:start.start()] + tag)
-            last = start.end()
+            out.append(body[last:start.start()] + tag + _child_placeholders(body[start.end():m.start()]))
+            last = m.start()
         depth -= 1
     out.append(body[last:])
     return "".join(out)
