@@ -87,6 +87,31 @@ def _figure_output(fig: Any) -> Dict[str, Any]:
                      "text/plain": repr(fig)}}
 
 
+def _figures_of(result: Any) -> list:
+    """The matplotlib figures a compute function's result shows: ``None`` means "drew with
+    pyplot" (every open pyplot figure), a figure is itself; anything else shows none."""
+    import sys
+
+    if result is None:
+        if "matplotlib.pyplot" not in sys.modules:
+            return []
+        import matplotlib.pyplot as plt
+
+        return [plt.figure(num) for num in plt.get_fignums()]
+    return [result] if _is_matplotlib_figure(result) else []
+
+
+def _close(figures: list) -> None:
+    """Close pyplot's figures once shown (no second copy at the end of the cell)."""
+    import sys
+
+    if figures and "matplotlib.pyplot" in sys.modules:
+        import matplotlib.pyplot as plt
+
+        for fig in figures:
+            plt.close(fig)
+
+
 def _outputs_of(result: Any) -> tuple:
     """The Output-widget outputs that show what a compute function returned.
 
@@ -94,26 +119,11 @@ def _outputs_of(result: Any) -> tuple:
     every open pyplot figure is shown and closed; anything else goes through IPython's
     display formatter (plotly figures, HTML, text ...).
     """
-    import sys
-
-    if result is None:
-        if "matplotlib.pyplot" not in sys.modules:
-            return ()
-        import matplotlib.pyplot as plt
-
-        outputs = []
-        for num in plt.get_fignums():
-            fig = plt.figure(num)
-            outputs.append(_figure_output(fig))
-            plt.close(fig)
-        return tuple(outputs)
-    if _is_matplotlib_figure(result):
-        output = _figure_output(result)
-        if "matplotlib.pyplot" in sys.modules:
-            import matplotlib.pyplot as plt
-
-            plt.close(result)  # shown once, here; no second copy at the end of the cell
-        return (output,)
+    if result is None or _is_matplotlib_figure(result):
+        figures = _figures_of(result)
+        outputs = tuple(_figure_output(fig) for fig in figures)
+        _close(figures)
+        return outputs
     if hasattr(result, "_repr_mimebundle_"):
         # plotly figures: their bundle from the default renderer. (IPython's formatter
         # would call their _ipython_display_, which displays outside the Output widget.)
@@ -465,23 +475,12 @@ def _signature_of(result: Any) -> str:
     """A hash of what ``result`` shows (for :func:`check_controls_matter`): matplotlib
     figures by :func:`_figure_signature` (and closed), anything else by its outputs."""
     import json
-    import sys
 
-    figures = []
-    if result is None and "matplotlib.pyplot" in sys.modules:
-        import matplotlib.pyplot as plt
-
-        figures = [plt.figure(num) for num in plt.get_fignums()]
-    elif _is_matplotlib_figure(result):
-        figures = [result]
+    figures = _figures_of(result)
     if not figures:
         return _fingerprint(_outputs_of(result))
     text = json.dumps([_figure_signature(f) for f in figures], default=repr)
-    if "matplotlib.pyplot" in sys.modules:
-        import matplotlib.pyplot as plt
-
-        for f in figures:
-            plt.close(f)
+    _close(figures)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
