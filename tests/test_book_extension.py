@@ -158,6 +158,29 @@ def test_a_figure_s_data_leaves_the_page_for_its_own_script(ext, tmp_path):
     assert payload["fig"]["data"][0]["type"] == "bar" and payload["config"]["responsive"] is True
 
 
+def test_an_image_written_into_the_page_leaves_it_for_a_file(ext, tmp_path):
+    import base64
+    import hashlib
+
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+    b64 = base64.b64encode(png).decode()
+    body = (f'<div class="attn-edu-explorer-static"><img src="data:image/png;base64,{b64}" alt="Now." '
+            f'style="max-width:100%"></div><p>data:image/png;base64,{b64[:40]}</p>')
+    name = hashlib.sha256(png).hexdigest() + ".png"
+    new = ext._external_images(body, "notebooks/ch", tmp_path)
+    assert f'<img src="../_images/{name}" alt="Now." style="max-width:100%">' in new
+    assert (tmp_path / "_images" / name).read_bytes() == png
+    assert new.endswith(f"<p>data:image/png;base64,{b64[:40]}</p>")  # text is left alone
+    # the Chinese twin (one level deeper in its own output folder) names the same file
+    assert f'src="../../_images/{name}"' in ext._external_images(body, "zh/notebooks/ch", tmp_path)
+    # and, with its src now in _images/, it loads lazily below the introduction and opens full size
+    page = "<section><h1>T</h1><p>intro</p><section><h2>S</h2>" + new + "</section></section>"
+    zoomed, n = ext._zoomable_images(ext._lazy_images(page))
+    assert n == 1 and f'<a class="attn-edu-zoom" href="../_images/{name}"' in zoomed
+    assert '<img loading="lazy" decoding="async" src="../_images/' in zoomed
+    assert ext._external_images(body, "notebooks/ch", None) == body
+
+
 def test_inline_code_may_break_after_dots_and_images_open_full_size(ext):
     body = ('<p><code class="docutils literal notranslate"><span class="pre">attn_edu.reference_torch.f</span>'
             '</code></p><img alt="A plot." class="attn-edu-textpx-139" src="../_images/a.png" />'

@@ -1207,6 +1207,34 @@ def _zoomable_images(body: str) -> tuple[str, int]:
     return body, count
 
 
+_DATA_IMG_RE = re.compile(r'(<img\b[^>]*\bsrc=")data:image/(?P<ext>png|jpeg|gif|webp);base64,(?P<data>[A-Za-z0-9+/=\s]+)(")')
+
+
+def _external_images(body: str, pagename: str, outdir: Path | None) -> str:
+    """An image written into the page as a ``data:`` URI (an explorer's static stand-in,
+    :func:`attn_edu.widgets._static_html`, up to 100 KB of base64 on a chapter page)
+    becomes a file of ``_images/``, named by its content as Sphinx names a notebook's
+    images: the page a phone downloads first is smaller by it, the image loads lazily like
+    every other figure (:func:`_lazy_images`) and opens full size (:func:`_zoomable_images`).
+    An English page and its Chinese twin name the same image alike."""
+    if outdir is None:
+        return body
+    import base64  # noqa: PLC0415
+
+    prefix = "../" * pagename.count("/")
+
+    def swap(m: re.Match) -> str:
+        data = base64.b64decode("".join(m.group("data").split()))
+        name = hashlib.sha256(data).hexdigest() + "." + m.group("ext").replace("jpeg", "jpg")
+        path = Path(outdir) / "_images" / name
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        return f"{m.group(1)}{prefix}_images/{name}{m.group(4)}"
+
+    return _DATA_IMG_RE.sub(swap, body)
+
+
 def _lazy_images(body: str) -> str:
     """Every image of the page after its introduction (from the first second-level section
     on) loads when it comes near the viewport: a first visit downloads only what is near
@@ -1274,6 +1302,7 @@ def _page_context(
     # a collapsed cell's summary says what it hides ("Show code cell source"): the generic
     # label sphinx-togglebutton puts on it hid that from screen readers
     body = body.replace('<summary aria-label="Toggle hidden content">', "<summary>")
+    body = _external_images(body, pagename, app.outdir)
     body = _lazy_images(body)
     body, n_images = _zoomable_images(body)
     body = _breakable_code(body)
