@@ -64,9 +64,8 @@ def test_chinese_chapters_show_the_english_outputs_and_open_the_chinese_notebook
             assert (built / f).read_bytes() == (built / "zh" / f).read_bytes(), f"{page}: zh/{f} differs"
 
 
-@pytest.mark.browser
-@pytest.mark.parametrize("query", ["注意力", "缩放"])
-def test_chinese_search_finds_the_chapters(query, built, browser):
+@pytest.fixture(scope="module")
+def site(built):
     import functools
     import http.server
     import threading
@@ -78,16 +77,60 @@ def test_chinese_search_finds_the_chapters(query, built, browser):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(built)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        page = browser.new_page()
-        page.goto(f"http://127.0.0.1:{server.server_address[1]}/zh/search.html?q={query}")
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("query", ["注意力", "缩放"])
+def test_chinese_search_finds_the_chapters(query, site, browser):
+    page = browser.new_page()
+    try:
+        page.goto(f"{site}/zh/search.html?q={query}")
         # until Sphinx says the search finished: it shows the results one by one, each page's
         # after fetching its summary, so the glossary's terms come first and, on a busy
         # machine, the chapters seconds later
         page.wait_for_function("() => { const s = document.querySelector('#search-results p.search-summary');"
                                " return !!s && s.innerText.trim().length > 0; }", timeout=60_000)
         links = page.eval_on_selector_all("#search-results li a", "els => els.map(e => e.getAttribute('href'))")
-        page.close()
     finally:
-        server.shutdown()
+        page.close()
     chapters = {h.split("#")[0] for h in links if h.startswith("notebooks/")}
     assert len(chapters) >= 3, f"{query}: {links[:10]}"
+
+
+#: the CJK system fonts the Chinese pages name (book/_static/attn-edu/book.css)
+CJK_FONTS = ("PingFang SC", "Hiragino Sans GB", "Microsoft YaHei", "Noto Sans CJK SC", "Noto Sans SC",
+             "Source Han Sans SC", "WenQuanYi Micro Hei")
+
+
+@pytest.mark.browser
+def test_chinese_text_is_drawn_in_a_named_cjk_system_font(site, browser):
+    """The Chinese pages' text names the CJK system fonts, so the browser finds the font of
+    Chinese text in the page's own list rather than by searching the system for each run of
+    it (which doubled a Chinese chapter's first layout on a phone profile); headings too. On
+    this machine the characters are drawn by one of the named fonts."""
+    page = browser.new_page()
+    try:
+        page.goto(f"{site}/zh/notebooks/02_why_sqrt_dk.html")
+        families = page.evaluate("() => ['article p', 'article h1', 'article h2'].map("
+                                 "s => getComputedStyle(document.querySelector(s)).fontFamily)")
+        for family in families:
+            names = [f.strip().strip('"') for f in family.split(",")]
+            assert names[0] == "system-ui" and all(f in names for f in CJK_FONTS), family
+            assert names.index("WenQuanYi Micro Hei") < names.index("sans-serif"), family
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("DOM.enable")
+        cdp.send("CSS.enable")
+        root = cdp.send("DOM.getDocument")["root"]["nodeId"]
+        node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": "article section > p"})["nodeId"]
+        used = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+        page_text = page.evaluate("() => document.querySelector('article section > p').textContent")
+    finally:
+        page.close()
+    assert re.search(r"[\u4e00-\u9fff]", page_text), page_text[:80]
+    # scripts/site.sh installs fonts-wqy-microhei where no CJK font is
+    assert any(f["familyName"] in CJK_FONTS and f["glyphCount"] > 0 for f in used), \
+        f"no named CJK font draws the paragraph: {used} (Debian: apt-get install fonts-wqy-microhei)"
