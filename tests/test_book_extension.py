@@ -181,6 +181,22 @@ def test_an_image_written_into_the_page_leaves_it_for_a_file(ext, tmp_path):
     assert ext._external_images(body, "notebooks/ch", None) == body
 
 
+def test_a_page_loads_no_script_that_can_do_nothing_there(ext):
+    from types import SimpleNamespace as NS
+
+    def app(thebe):
+        return NS(config=NS(html_theme_options={"launch_buttons": {"thebe": thebe, "colab_url": "x"}}))
+
+    thebe_js, tabs_js = NS(filename="_static/sphinx-thebe.js?v=1", attributes={}), NS(filename="_static/design-tabs.js")
+    config = NS(filename=None, attributes={"body": 'const THEBE_JS_URL = "x"'})
+    other = NS(filename="", attributes={"body": "var togglebuttonSelector = '.toggle'"})
+    idle = ext._idle_assets(app(False), "<p>no tabs</p>")
+    assert [ext._asset_is(a, idle) for a in (thebe_js, tabs_js, config, other)] == [True, True, True, False]
+    assert ext._asset_is(NS(filename="_static/sphinx-thebe.css", attributes={}), idle)
+    idle = ext._idle_assets(app(True), '<div class="sd-tab-set docutils">')
+    assert not any(ext._asset_is(a, idle) for a in (thebe_js, tabs_js, config, other))
+
+
 def test_inline_code_may_break_after_dots_and_images_open_full_size(ext):
     body = ('<p><code class="docutils literal notranslate"><span class="pre">attn_edu.reference_torch.f</span>'
             '</code></p><img alt="A plot." class="attn-edu-textpx-139" src="../_images/a.png" />'

@@ -59,6 +59,9 @@ What it does, and why:
   ``SyntaxError: Identifier 'THEBE_JS_URL' has already been declared``.  We drop
   exact duplicates of inline scripts from every page (``html-page-context``), which
   keeps the launch buttons (they do not depend on it) and sphinx-thebe.js working.
+* **No script that can do nothing.** With ``launch_buttons: thebe: false`` (the book's
+  setting) sphinx-thebe's script, stylesheet and inline configuration leave every page,
+  and sphinx-design's tab script every page without a tab set (:func:`_idle_assets`).
 * **No warning for the plotly mime type.** The book renderer's bundle carries both
   ``text/html`` (drawn in the book) and ``application/vnd.plotly.v1+json`` (for
   JupyterLab / VS Code). myst-nb renders every mime type of a bundle while parsing and
@@ -1051,6 +1054,34 @@ def _script_key(js: Any) -> tuple:
     )
 
 
+#: what sphinx-thebe adds to every page (its script, its stylesheet, its inline configuration)
+THEBE_ASSETS = ("sphinx-thebe.js", "sphinx-thebe.css", "THEBE_JS_URL")
+#: sphinx-design's script: it only switches the tabs of a tab set
+DESIGN_TABS_JS = "design-tabs.js"
+
+
+def _idle_assets(app: Sphinx, body: str) -> tuple:
+    """What a page loads that can do nothing there: sphinx-thebe's script, stylesheet and
+    inline configuration when the book's launch buttons have no "Live code" (``thebe:
+    false``), sphinx-design's tab script on a page without a tab set. Each was a request
+    (and a phone's bandwidth) before the first paint on every page."""
+    launch = (getattr(app.config, "html_theme_options", None) or {}).get("launch_buttons") or {}
+    idle = () if launch.get("thebe") else THEBE_ASSETS
+    if "sd-tab-set" not in body:
+        idle += (DESIGN_TABS_JS,)
+    return idle
+
+
+def _asset_is(asset: Any, names: tuple) -> bool:
+    """Whether a script or stylesheet of the page is one of ``names`` (a file name, or a
+    word of an inline script's code)."""
+    filename = (getattr(asset, "filename", None) or "").split("?")[0]
+    if filename:
+        return filename.rsplit("/", 1)[-1] in names
+    code = str((getattr(asset, "attributes", None) or {}).get("body") or "")
+    return any(name in code for name in names)
+
+
 #: scripts that must run where they stand: the page's inline scripts use their globals
 KEEP_BLOCKING = ("_static/documentation_options.js",)
 
@@ -1339,6 +1370,10 @@ def _page_context(
         app.add_css_file(KATEX_CSS)
     no_mathjax = math_left == 0  # KaTeX typeset every formula: no MathJax
 
+    idle = _idle_assets(app, body)
+    css_files = context.get("css_files")
+    if css_files:
+        css_files[:] = [c for c in css_files if not _asset_is(c, idle)]
     scripts = context.get("script_files")
     if scripts:
         seen: set[tuple] = set()
@@ -1347,7 +1382,7 @@ def _page_context(
             key = _script_key(js)
             attrs = getattr(js, "attributes", {}) or {}
             # no widget state: nothing on the page draws widgets
-            if key in seen or attrs.get("type") == WIDGET_STATE:
+            if key in seen or attrs.get("type") == WIDGET_STATE or _asset_is(js, idle):
                 continue
             if no_mathjax and _is_mathjax(js, app):  # KaTeX typeset every formula
                 continue
