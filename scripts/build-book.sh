@@ -10,9 +10,11 @@
 #
 #   python scripts/execute_chapters.py                   # every chapter, once, on every core,
 #                                                        # into _build/.jupyter_cache
-#   jupyter-book build . -W -n --keep-going --all        # the English book, from that cache
 #   python scripts/zh.py site                            # the Chinese book's sources, with the
-#   jupyter-book build _build/zh-src -W -n --keep-going --all   # same outputs -> _build/html/zh/
+#                                                        # same outputs, in _build/zh-src
+#   jupyter-book build . -W -n --keep-going --all        # the English book, from that cache,
+#   jupyter-book build _build/zh-src -W -n --keep-going --all   # and, beside it on the other
+#                                                        # core, the Chinese one -> _build/html/zh/
 #
 # A chapter is executed again only when its code or the package changed. `--all` makes Sphinx
 # re-read every page: an incremental build would skip unchanged pages, and with them their
@@ -56,32 +58,43 @@ start=$(date +%s)
 # package did not change since the last build is not run again)
 echo "==> python scripts/execute_chapters.py"
 "$VENV/bin/python" scripts/execute_chapters.py
+# The two editions are rendered side by side (a Sphinx build uses one core): the Chinese one
+# from the chapters' cache filled above (scripts/zh.py site), so nothing is executed a second
+# time. Its output goes to _build/zh-build.log and is shown after the English build's.
+exec_done=$(date +%s)
+echo "==> python scripts/zh.py site && jupyter-book build _build/zh-src -W -n --keep-going --all"
+echo "    (the Chinese edition, beside the English one; its log: _build/zh-build.log)"
+( set +e
+  zh_start=$(date +%s)
+  { "$VENV/bin/python" scripts/zh.py site && "$JB" build _build/zh-src -W -n --keep-going --all; } \
+    > _build/zh-build.log 2>&1
+  status=$?
+  echo "$(( $(date +%s) - zh_start ))" > _build/zh-build.seconds
+  exit "$status" ) &
+zh_pid=$!
+# (the last build's Chinese pages leave _build/html first: the English build's last step
+# rewrites every page under its output folder)
+rm -rf _build/html/zh
 echo "==> jupyter-book build . -W -n --keep-going --all"
 set +e
 "$JB" build . -W -n --keep-going --all
 status=$?
+en_done=$(date +%s)
+wait "$zh_pid"
+zh_status=$?
 set -e
-elapsed=$(( $(date +%s) - start ))
+echo "==> the Chinese edition's build log (_build/zh-build.log):"
+cat _build/zh-build.log
+elapsed=$(( en_done - start ))
 if [[ $status -ne 0 ]]; then
   echo "==> book build FAILED (exit $status) after ${elapsed}s: see the warnings / notebook errors above" >&2
   exit "$status"
 fi
-echo "==> English edition built in ${elapsed}s (chapters executed, then rendered)"
-
-# The Chinese edition, under _build/html/zh/: its chapters carry the outputs of the English
-# build above (scripts/zh.py site), so nothing is executed a second time.
-zh_start=$(date +%s)
-"$VENV/bin/python" scripts/zh.py site >/dev/null
-echo "==> jupyter-book build _build/zh-src -W -n --keep-going --all   (the Chinese edition)"
-set +e
-"$JB" build _build/zh-src -W -n --keep-going --all
-status=$?
-set -e
-if [[ $status -ne 0 ]]; then
-  echo "==> Chinese edition build FAILED (exit $status): see the warnings above" >&2
-  exit "$status"
+if [[ $zh_status -ne 0 ]]; then
+  echo "==> Chinese edition build FAILED (exit $zh_status): see the warnings above" >&2
+  exit "$zh_status"
 fi
-rm -rf _build/html/zh
 mv _build/zh-src/_build/html _build/html/zh
-zh_elapsed=$(( $(date +%s) - zh_start ))
-echo "==> book built: English ${elapsed}s, Chinese ${zh_elapsed}s; open $ROOT/_build/html/index.html"
+echo "==> book built: English ${elapsed}s (chapters $(( exec_done - start ))s, pages $(( en_done - exec_done ))s);" \
+     "the Chinese edition's pages $(cat _build/zh-build.seconds)s beside them, $(( $(date +%s) - en_done ))s after" \
+     "the English ones were done; open $ROOT/_build/html/index.html"
