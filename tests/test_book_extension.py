@@ -162,13 +162,13 @@ def test_an_image_written_into_the_page_leaves_it_for_a_file(ext, tmp_path):
     import base64
     import hashlib
 
-    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+    png = b"\x89PNG\r\n\x1a\n" + b"\0\0\0\rIHDR" + (911).to_bytes(4, "big") + (620).to_bytes(4, "big") + bytes(range(256))
     b64 = base64.b64encode(png).decode()
     body = (f'<div class="attn-edu-explorer-static"><img src="data:image/png;base64,{b64}" alt="Now." '
             f'style="max-width:100%"></div><p>data:image/png;base64,{b64[:40]}</p>')
     name = hashlib.sha256(png).hexdigest() + ".png"
     new = ext._external_images(body, "notebooks/ch", tmp_path)
-    assert f'<img src="../_images/{name}" alt="Now." style="max-width:100%">' in new
+    assert f'<img src="../_images/{name}" width="911" height="620" alt="Now." style="max-width:100%">' in new
     assert (tmp_path / "_images" / name).read_bytes() == png
     assert new.endswith(f"<p>data:image/png;base64,{b64[:40]}</p>")  # text is left alone
     # the Chinese twin (one level deeper in its own output folder) names the same file

@@ -1247,7 +1247,9 @@ def _external_images(body: str, pagename: str, outdir: Path | None) -> str:
     becomes a file of ``_images/``, named by its content as Sphinx names a notebook's
     images: the page a phone downloads first is smaller by it, the image loads lazily like
     every other figure (:func:`_lazy_images`) and opens full size (:func:`_zoomable_images`).
-    An English page and its Chinese twin name the same image alike."""
+    A PNG gets its ``width`` and ``height``: the page keeps its box while it loads (it loads
+    lazily, and what is below it would move). An English page and its Chinese twin name the
+    same image alike."""
     if outdir is None:
         return body
     import base64  # noqa: PLC0415
@@ -1261,7 +1263,11 @@ def _external_images(body: str, pagename: str, outdir: Path | None) -> str:
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-        return f"{m.group(1)}{prefix}_images/{name}{m.group(4)}"
+        size = ""
+        if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":
+            # its box is reserved before it loads: nothing below moves when it arrives
+            size = f' width="{int.from_bytes(data[16:20], "big")}" height="{int.from_bytes(data[20:24], "big")}"'
+        return f"{m.group(1)}{prefix}_images/{name}{m.group(4)}{size}"
 
     return _DATA_IMG_RE.sub(swap, body)
 
