@@ -60,6 +60,7 @@ import http.server
 import os
 import re
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -308,20 +309,34 @@ def _settled_box(page, element, tries: int = 20) -> dict:
 _HITS_JS = "([e, x, y]) => { const t = document.elementFromPoint(x, y); return !!t && (t === e || e.contains(t)); }"
 
 
-def _click_end_of(page, element, tries: int = 10) -> bool:
+#: what is drawn at the point (x, y) of the viewport, for a message: tag, id, classes
+_WHAT_IS_AT_JS = ("([x, y]) => { const t = document.elementFromPoint(x, y); if (!t) return 'nothing';"
+                  " const c = (t.getAttribute('class') || '').trim(); return t.tagName.toLowerCase()"
+                  " + (t.id ? '#' + t.id : '') + (c ? '.' + c.split(/\\s+/).join('.') : ''); }")
+
+
+def _click_end_of(page, element, seconds: float = 15.0) -> str:
     """Click 2 px inside the right end of ``element``, once the point is on it.
 
-    On a loaded machine a section above can still be laid out after the box looked still, and
-    a click then lands beside the rail: the check would blame the slider for the harness.
-    Returns whether the click was on the element (False: it never settled there)."""
-    for _ in range(tries):
+    On a loaded machine a section above can still be laid out after the box looked still
+    (``content-visibility: auto``, a figure arriving), and a click then lands beside the rail:
+    the check would blame the slider for the harness. So the element is brought to the middle
+    of the screen again and given time, up to ``seconds``. Returns "" when the click was on
+    the element, else what was at the point instead, and where (it never settled there)."""
+    seen = ""
+    deadline = time.monotonic() + seconds
+    while True:
         element.scroll_into_view_if_needed()
         box = _settled_box(page, element)
         x, y = box["x"] + box["width"] - 2, box["y"] + box["height"] / 2
         if page.evaluate(_HITS_JS, [element, x, y]):
             page.mouse.click(x, y)
-            return True
-    return False
+            return ""
+        seen = f"{page.evaluate(_WHAT_IS_AT_JS, [x, y])} at ({x:.0f}, {y:.0f})"
+        if time.monotonic() > deadline:
+            return seen
+        element.evaluate("e => e.scrollIntoView({block: 'center', inline: 'center'})")
+        page.wait_for_timeout(250)
 
 
 def _figures_checked_on_english_page(name: str) -> bool:
@@ -444,8 +459,10 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
             if rail is None:
                 continue
             n_steps = page.evaluate("d => d.layout.sliders[0].steps.length", div)
-            if not _click_end_of(page, rail):
-                problems.append(f"plotly figure {i}: its slider's rail is covered where a reader clicks")
+            covered_by = _click_end_of(page, rail)
+            if covered_by:
+                problems.append(f"plotly figure {i}: its slider's rail is covered where a reader "
+                                f"clicks, by {covered_by}")
                 continue
             _until(page, "([d, n]) => d.layout.sliders[0].active === n - 1", [div, n_steps], 15_000)
             active = page.evaluate("d => d.layout.sliders[0].active", div)
@@ -528,6 +545,24 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
         context.close()
 
     assert not problems, f"{url}:\n  " + "\n  ".join(problems)
+
+
+def test_the_slider_click_says_what_covers_the_rail(browser) -> None:
+    """The harness's click (``_click_end_of``) clicks a rail it can reach and, when something
+    lies over the rail's end, says what, instead of clicking it."""
+    page = browser.new_page(viewport={"width": 600, "height": 400})
+    try:
+        page.set_content('<svg width="300" height="40"><rect id="rail" width="300" height="40" '
+                         'onclick="this.dataset.hit=1"/></svg>'
+                         '<div id="cover" style="position:fixed;left:250px;top:0;width:100px;height:60px"></div>')
+        rail = page.query_selector("#rail")
+        assert re.fullmatch(r"div#cover at \(306, 28\)", _click_end_of(page, rail, seconds=0.5))  # 8 px body margin
+        assert page.evaluate("() => !document.querySelector('#rail').dataset.hit")
+        page.evaluate("() => document.querySelector('#cover').remove()")
+        assert _click_end_of(page, rail, seconds=0.5) == ""
+        assert page.evaluate("() => document.querySelector('#rail').dataset.hit === '1'")
+    finally:
+        page.close()
 
 
 def test_every_built_page_is_checked(built_book: Path) -> None:

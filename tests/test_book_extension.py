@@ -181,6 +181,26 @@ def test_an_image_written_into_the_page_leaves_it_for_a_file(ext, tmp_path):
     assert ext._external_images(body, "notebooks/ch", None) == body
 
 
+def test_a_figure_keeps_its_box_while_it_loads(ext, tmp_path):
+    png = b"\x89PNG\r\n\x1a\n" + b"\0\0\0\rIHDR" + (911).to_bytes(4, "big") + (530).to_bytes(4, "big") + b"rest"
+    (tmp_path / "_images").mkdir()
+    (tmp_path / "_images" / "a.png").write_bytes(png)
+    (tmp_path / "_images" / "b.png").write_bytes(b"GIF89a not a png at all..")
+    page = tmp_path / "notebooks" / "ch.html"
+    text = ('<img loading="lazy" alt="A." src="../_images/a.png">'
+            '<img alt="B." src="../_images/b.png" />'
+            '<img alt="C." src="../_images/missing.png">'
+            '<img src="../_images/a.png" width="10" height="5" alt="D.">'
+            '<img alt="E." src="https://example.org/_images/a.png">')
+    new = ext._sized_images(text, page)
+    assert new.startswith('<img loading="lazy" alt="A." src="../_images/a.png" width="911" height="530" />')
+    # what is not a PNG, not there, already sized or not ours is left as it was
+    assert new.removeprefix(new.split("/>", 1)[0] + "/>") == text.split(">", 1)[1]
+    assert ext._png_size(png[:24]) == (911, 530) and ext._png_size(b"GIF89a" + bytes(18)) is None
+    # book.css keeps a sized figure fluid: narrower than its width, it keeps its shape
+    assert re.search(r"img\[width\]\[height\]\s*\{[^}]*height:\s*auto", (ext._STATIC_SRC / "attn-edu" / "book.css").read_text())
+
+
 def test_a_page_loads_no_script_that_can_do_nothing_there(ext):
     from types import SimpleNamespace as NS
 

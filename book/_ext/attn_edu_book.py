@@ -1010,6 +1010,7 @@ def finish_html(out: Path) -> None:
         new = _SEARCH_BUTTON_LABEL_RE.sub(r"\1", new)
         new = _inline_small_scripts(new, page)
         new = _lazy_header_images(new)
+        new = _sized_images(new, page)
         new = _unwrap_pre(new)
         new = _unwrap_plain_tokens(new, plain)
         if icons and "fontawesome.js" in new:
@@ -1263,13 +1264,42 @@ def _external_images(body: str, pagename: str, outdir: Path | None) -> str:
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-        size = ""
-        if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":
-            # its box is reserved before it loads: nothing below moves when it arrives
-            size = f' width="{int.from_bytes(data[16:20], "big")}" height="{int.from_bytes(data[20:24], "big")}"'
+        size = _png_size(data)  # its box is reserved before it loads
+        size = f' width="{size[0]}" height="{size[1]}"' if size else ""
         return f"{m.group(1)}{prefix}_images/{name}{m.group(4)}{size}"
 
     return _DATA_IMG_RE.sub(swap, body)
+
+
+def _png_size(head: bytes) -> tuple[int, int] | None:
+    """A PNG's width and height in pixels, from the first 24 bytes of the file (its IHDR
+    chunk); None for anything that is not a PNG."""
+    if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+_UNSIZED_IMG_RE = re.compile(r'<img (?![^>]*\bwidth=)(?P<attrs>[^>]*\bsrc="(?P<src>[^":]*_images/[^"]+\.png)"[^>]*)>')
+
+
+def _sized_images(text: str, page: Path) -> str:
+    """Every PNG figure of a written page gets its ``width`` and ``height`` (book.css keeps it
+    fluid: ``height: auto``): the browser reserves its box before it arrives. The figures load
+    lazily (:func:`_lazy_images`), and without their sizes each one that arrived moved every
+    heading, paragraph and slider below it while the reader was reading or about to click."""
+    def size(m: re.Match) -> str:
+        path = os.path.normpath(page.parent / m.group("src"))
+        try:
+            with open(path, "rb") as f:
+                wh = _png_size(f.read(24))
+        except OSError:
+            return m.group(0)
+        if wh is None:
+            return m.group(0)
+        attrs = m.group("attrs").rstrip(" /")
+        return f'<img {attrs} width="{wh[0]}" height="{wh[1]}" />'
+
+    return _UNSIZED_IMG_RE.sub(size, text)
 
 
 def _lazy_images(body: str) -> str:
