@@ -177,22 +177,18 @@ def test_cpu_without_interpreter_or_too_late_gets_a_clear_error():
 
 
 AOT_SCRIPT = r"""
-import os, re, subprocess, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
-from triton.backends.nvidia.compiler import get_ptxas
 from triton.compiler import ASTSource
 from attn_edu.kernels import _targets
 from attn_edu.kernels import decode_triton as dt
+from attn_edu.kernels.report import _ptxas_usage  # Triton's bundled ptxas -v, in a folder it removes
+
 
 def usage(kernel, capability, arch):
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
-        f.write(kernel.asm["ptx"])
-    out = subprocess.run([get_ptxas(capability).path, f"-arch={arch}", "-v", f.name, "-o", os.devnull],
-                         capture_output=True, text=True, check=True)
-    text = out.stdout + out.stderr
-    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
-    return int(re.search(r"Used (\d+) registers", text).group(1)), int(spills.group(1)) + int(spills.group(2))
+    u = _ptxas_usage(kernel.asm["ptx"], arch, capability)
+    assert u["registers"] > 0, ("ptxas did not report registers", arch)
+    return u["registers"], u["spill_bytes"]
 
 for arch, dtype in [("sm_75", "float16"), ("sm_80", "bfloat16"), ("sm_80", "float16"), ("sm_90a", "bfloat16")]:
     target = _targets.TARGETS[arch]
