@@ -10,7 +10,9 @@ book's table of contents, with Lighthouse's mobile profile (its default: simulat
 and profile: the four Lighthouse scores (performance, accessibility, best practices,
 SEO), first and largest contentful paint, total blocking time, cumulative layout shift and
 the total byte weight
-(what a first visit downloads before the reader scrolls), and the same for the
+(what a first visit downloads before the reader scrolls), Lighthouse's CPU benchmark of the
+machine at that moment (``environment.benchmarkIndex``: higher is faster; a busier or slower
+machine gives every page more blocking time), and the same for the
 baseline page (``notebooks.html`` of ``jupyter-book create``: MathJax and a matplotlib
 figure) in the same run.
 
@@ -131,6 +133,7 @@ def lighthouse(url: str, profile: str, chromium: str) -> dict:
         "bytes": num("total-byte-weight"),
         "failed_a11y": sorted(k for k, a in audits.items()
                               if a.get("score") == 0 and k in _a11y_ids(report)),
+        "cpu_index": round((report.get("environment") or {}).get("benchmarkIndex") or 0),
     }
 
 
@@ -145,6 +148,17 @@ def median_run(runs: list[dict]) -> dict:
     best = min(runs, key=lambda r: abs(r["lcp_s"] - lcp) / max(lcp, 1e-9) + abs(r["tbt_ms"] - tbt) / max(tbt, 50.0))
     perfs = [r["performance"] for r in runs]
     return {**best, "perf_range": [min(perfs), max(perfs)], "runs": len(runs)}
+
+
+def machine_line(rows: list[dict]) -> str:
+    """How fast the machine was while it audited (Lighthouse's CPU benchmark of each reported
+    run): compare it across runs before comparing their scores."""
+    index = [r["cpu_index"] for r in rows if r.get("cpu_index")]
+    if not index:
+        return "Lighthouse reported no CPU benchmark for this machine"
+    index.sort()
+    return (f"Lighthouse's CPU benchmark of this machine during the run (higher is faster): "
+            f"{index[0]}-{index[-1]}, median {index[len(index) // 2]}")
 
 
 def _a11y_ids(report: dict) -> set:
@@ -178,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         targets.append(("baseline", BASELINE_PAGE))
     rows = []
     head = ("| page | profile | perf | a11y | best pr. | SEO | FCP s | LCP s | TBT ms | CLS | KB |"
-            " failed a11y audits |" + (f" perf over {args.runs} runs |" if args.runs > 1 else ""))
+            " CPU index | failed a11y audits |" + (f" perf over {args.runs} runs |" if args.runs > 1 else ""))
     print(head)
     print("|" + " --- |" * (head.count("|") - 1))
     for profile in args.profiles:
@@ -190,10 +204,12 @@ def main(argv: list[str] | None = None) -> int:
             spread = f" {r['perf_range'][0]}-{r['perf_range'][1]} |" if args.runs > 1 else ""
             print(f"| {name} | {profile} | {r['performance']} | {r['accessibility']} | "
                   f"{r['best-practices']} | {r['seo']} | {r['fcp_s']:.1f} | {r['lcp_s']:.1f} | "
-                  f"{r['tbt_ms']:.0f} | {r['cls']:.3f} | {r['bytes'] / 1024:.0f} | {', '.join(r['failed_a11y'])} |"
+                  f"{r['tbt_ms']:.0f} | {r['cls']:.3f} | {r['bytes'] / 1024:.0f} | {r['cpu_index']} | "
+                  f"{', '.join(r['failed_a11y'])} |"
                   + spread, flush=True)
     for httpd, _ in servers.values():
         httpd.shutdown()
+    print(machine_line(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

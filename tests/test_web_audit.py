@@ -29,3 +29,9 @@ def test_runs_below_one_are_refused(capsys):
     with pytest.raises(SystemExit):
         web_audit.main(["--runs", "0", "--no-baseline", "--pages", "nothing"])
     assert "--runs must be at least 1; got 0" in capsys.readouterr().err
+
+
+def test_the_machine_line_gives_the_range_and_median_of_the_cpu_benchmark():
+    rows = [{"cpu_index": 900}, {"cpu_index": 1400}, {"cpu_index": 1200}, {"cpu_index": 0}]
+    assert web_audit.machine_line(rows).endswith(": 900-1400, median 1200")
+    assert web_audit.machine_line([{"cpu_index": 0}]) == "Lighthouse reported no CPU benchmark for this machine"
