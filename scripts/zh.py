@@ -286,8 +286,9 @@ def site() -> Path:
     english_only = []
     for en_path in sorted(EN.glob("[0-9][0-9]_*.ipynb")):
         try:  # the English chapter with the outputs of its one execution
-            # from_dict, not nbformat.read: the English build read and validated this file
-            # already, and validating imports jsonschema's format checkers (2.6 s)
+            # from_dict, not nbformat.read: scripts/execute_chapters.py read and validated this
+            # file already (the English Sphinx build now runs beside this one), and validating
+            # imports jsonschema's format checkers (2.6 s)
             _, merged = cache.merge_match_into_notebook(nbformat.from_dict(load(en_path)))
         except KeyError:
             raise SystemExit(f"{en_path.name} is not in {CACHE}: build the English book first") from None
