@@ -51,6 +51,7 @@ import uuid
 from typing import Any
 
 from .alt_text import register_alt_text
+from .gpu_profile import PROFILE_ENV, active_profile, applied_profile, apply_profile
 
 __all__ = ["setup_notebook", "BOOK_RENDERER", "in_colab", "pick_device", "plotly_js_loader"]
 
@@ -267,6 +268,9 @@ def setup_notebook(plotly: bool = True) -> str:
     * tidy matplotlib defaults (size, grid, no top/right spines).
     * device: ``"cuda"`` if torch is importable and ``torch.cuda.is_available()``,
       else ``"cpu"``; works without torch.
+    * a GPU profile, when ``ATTN_EDU_GPU_PROFILE`` names one (``t4``: the GPU capped to
+      15 GB and seen as compute capability 7.5, :func:`attn_edu.gpu_profile.apply_profile`),
+      applied once and said in one printed line; a ValueError for a name that is no profile.
     """
     if plotly:
         try:
@@ -277,4 +281,11 @@ def setup_notebook(plotly: bool = True) -> str:
             _show_plotly_js_loader()
     _matplotlib_defaults()
     register_alt_text()  # matplotlib figures carry their alt text (the book's <img alt>)
-    return pick_device()
+    device = pick_device()
+    profile = active_profile()  # checks the variable on every machine
+    if profile is not None and device == "cuda" and applied_profile() is None:
+        apply_profile()
+        print(f"{PROFILE_ENV}={profile.name}: this GPU runs as a {profile.gpu} for attn_edu (memory capped "
+              f"to {profile.memory_bytes / 1e9:.0f} GB, compute capability {profile.capability[0]}."
+              f"{profile.capability[1]}, {profile.half_dtype}); its times are still its own")
+    return device

@@ -8,7 +8,12 @@ Three modes of one command line (``--help`` lists every option):
 * ``--block-sparse``: the block-sparse Triton kernel against a full layout and
   FlexAttention (:func:`~attn_edu.bench.bench_block_sparse`, CUDA only);
 * ``--correctness``: every Triton kernel against float64 in the GPU's half type
-  (:func:`~attn_edu.bench.gpu_correctness`), the first step of ``scripts/gpu-bench.sh``.
+  (:func:`~attn_edu.bench.gpu_correctness`), the first step of ``scripts/gpu-bench.sh``;
+* ``--t4-estimates``: every chapter GPU branch's estimated time on a T4
+  (:func:`attn_edu.gpu_profile.t4_estimates`), printed; no GPU needed.
+
+Every mode but ``--t4-estimates`` first applies the GPU profile ``ATTN_EDU_GPU_PROFILE``
+names (:func:`attn_edu.gpu_profile.apply_profile`; nothing without it).
 
 Tiled implementations use ``--block-q`` x ``--block-k`` tiles, by default their backend's
 (:func:`attn_edu.masks.default_tiles`; the block-sparse kernel's ``DEFAULT_BLOCK_Q`` x
@@ -22,6 +27,7 @@ import signal
 import sys
 from typing import List, Optional, Sequence
 
+from ..gpu_profile import apply_profile, format_estimates
 from ..masks import DEFAULT_TILES
 from .block_sparse import bench_block_sparse
 from .check import gpu_correctness
@@ -86,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--correctness", action="store_true",
                    help="check every Triton kernel against float64 in the GPU's half type "
                         "(--dtype overrides); exit 1 if one fails")
+    p.add_argument("--t4-estimates", action="store_true",
+                   help="print each chapter GPU branch's FLOPs, bytes and estimated seconds on a T4 "
+                        "under ATTN_EDU_GPU_PROFILE=t4 (attn_edu.gpu_profile.t4_estimates) and exit")
     p.add_argument("--dry-run", action="store_true",
                    help="the GPU pipeline on the CPU (TRITON_INTERPRET=1, tiny sizes): documents are "
                         "marked dry_run, their numbers are not GPU numbers")
@@ -114,6 +123,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.t4_estimates:  # a model from datasheet figures, no GPU needed
+        print(format_estimates())
+        return 0
+    apply_profile()  # ATTN_EDU_GPU_PROFILE (e.g. t4): a no-op without it or without a GPU
     if args.list:
         for name in impl_names():
             print(f"{name:20s} {REGISTRY[name].description}")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from .._checks import check_positive_int
+from ..gpu_profile import missing_sdpa_backends
 
 __all__ = ["environment", "cpu_threads", "set_cpu_threads", "gpu_half_dtype", "sdpa_backends",
            "best_sdpa_backend", "SDPA_PREFERENCE", "SDPA_BACKENDS", "autotune_config"]
@@ -76,7 +77,8 @@ def gpu_half_dtype(device: Any = "cuda") -> str:
     capability 8.0 or newer (A100, RTX 30xx, H100), ``"float16"`` before (Colab's T4, 7.5)
     and on the CPU (Triton's interpreter takes no bfloat16).
 
-    Not ``torch.cuda.is_bf16_supported()``: by default it also says True where bfloat16 is
+    Under the ``t4`` GPU profile (:mod:`attn_edu.gpu_profile`) the capability reads 7.5, so
+    float16. Not ``torch.cuda.is_bf16_supported()``: by default it also says True where bfloat16 is
     merely *emulated* (a T4), but Triton's kernels and SDPA's flash backend need it natively.
     Not float32 either: on a GPU its exact products take no tensor cores and the autotuner
     compiles slow, spilling configurations for minutes. ``device``: ``"cuda"`` (the current
@@ -124,10 +126,12 @@ def sdpa_backends(device: str = "cuda", dtype: Optional[str] = None, d: int = 64
     ``torch.nn.attention.sdpa_kernel``: the backend's own checks (compute capability, dtype,
     head dim) decide, not a table that a new PyTorch could outdate. On a T4 flash is
     missing (it needs compute capability 8.0); on the CPU, efficient. ``dtype`` defaults
-    to :func:`gpu_half_dtype`.
+    to :func:`gpu_half_dtype`. Under a GPU profile (:mod:`attn_edu.gpu_profile`), the backends
+    its GPU lacks are left out (a T4 has no flash, whatever GPU runs the profile).
     """
     dtype = dtype or gpu_half_dtype(device)
-    return [b for b in SDPA_PREFERENCE if _sdpa_runs(b, device, dtype, d)]
+    missing = missing_sdpa_backends() if str(device).startswith("cuda") else ()
+    return [b for b in SDPA_PREFERENCE if b not in missing and _sdpa_runs(b, device, dtype, d)]
 
 
 def best_sdpa_backend(device: str = "cuda", dtype: Optional[str] = None, d: int = 64) -> Optional[str]:
