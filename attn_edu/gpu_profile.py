@@ -20,8 +20,9 @@ for this package, as Colab's default GPU, an NVIDIA T4 (:data:`PROFILES`): when 
   ``enable_cudnn_sdp(False)`` for its own choice, and :func:`attn_edu.bench.sdpa_backends`
   leaves them out (:attr:`GPUProfile.sdpa_missing`).
 
-What it does not change: Triton compiles for the GPU it runs on (an H200's kernels use its
-tensor cores whatever the package chose), so the *times* measured under the profile are the
+What it does not change: Triton compiles for the GPU it runs on (its driver is started
+before the patch and keeps torch's own capability; an H200's kernels use its tensor cores
+whatever configuration the package chose), so the *times* measured under the profile are the
 bigger GPU's. A T4's time is estimated instead (:func:`t4_estimates`). The profile is applied
 once per process, by :func:`attn_edu.setup_notebook` (every chapter's first cell), by
 ``python -m attn_edu.bench`` and at the first :func:`gpu_info` (a branch's sizes); later calls
@@ -112,7 +113,9 @@ class _ProfiledProperties:
         self.total_memory = min(int(real.total_memory), profile.memory_bytes)
         self.name = f"{real.name} ({profile.gpu} profile)"
 
-    def __getattr__(self, attr: str) -> Any:
+    def __getattr__(self, attr: str) -> Any:  # what the profile leaves as the GPU's own
+        if attr.startswith("_"):
+            raise AttributeError(attr)
         return getattr(self._real, attr)
 
     def __repr__(self) -> str:
@@ -147,6 +150,7 @@ def apply_profile() -> Optional[GPUProfile]:
         return profile
     cuda = torch.cuda
     real_props, real_cap = cuda.get_device_properties, cuda.get_device_capability
+    _start_triton_driver()
     fractions = {}
     for index in range(cuda.device_count()):
         fractions[index] = min(1.0, profile.memory_bytes / real_props(index).total_memory)
@@ -161,6 +165,24 @@ def apply_profile() -> Optional[GPUProfile]:
     cuda.get_device_properties = lambda device=None: _ProfiledProperties(real_props(device), profile)
     cuda.get_device_capability = lambda device=None: tuple(profile.capability)
     return profile
+
+
+def _start_triton_driver() -> None:
+    """Start Triton's CUDA driver before torch's functions are replaced. Its ``GPUDriver``
+    binds ``torch.cuda.get_device_capability`` when it starts and compiles for what that
+    says: started under the profile, it would compile for sm_75, whose code a newer GPU
+    cannot load. Started here, it keeps torch's own function: Triton compiles for the GPU
+    it runs on. Nothing without triton."""
+    try:
+        import importlib.util
+
+        if importlib.util.find_spec("triton") is None:
+            return
+        import triton
+
+        triton.runtime.driver.active.get_current_target()
+    except Exception:  # no triton, no driver (its interpreter): nothing to start
+        pass
 
 
 def remove_profile() -> bool:

@@ -6,8 +6,11 @@ that look at a tensor's device. Nothing is launched.
 """
 from __future__ import annotations
 
+import ast
+import dataclasses
 import json
 import math
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -113,6 +116,34 @@ def test_t4_profile_configs_and_impl_choice(fake_h100, monkeypatch):
     assert gp.remove_profile() and torch.cuda.get_device_capability() == (9, 0)
     assert impls.choose_impl(q, k, v, causal=True)[0] == "triton"  # the H100 again
     assert fake_h100[-1] == (1.0, 0) and torch.backends.cuda.flash_sdp_enabled()
+
+
+def test_triton_keeps_compiling_for_the_real_gpu(fake_h100, monkeypatch):
+    """Triton's GPUDriver binds torch.cuda.get_device_capability when it starts: the profile
+    starts it first, so it targets the GPU it runs on (sm_75 code would not load on an H100)."""
+    import torch
+
+    class Driver:  # as triton.backends.driver.GPUDriver: binds torch's function when it starts
+        def __init__(self):
+            self.get_device_capability = torch.cuda.get_device_capability
+
+        def get_current_target(self):
+            return self.get_device_capability(0)
+
+    class Lazy:  # as triton.runtime.driver: the driver starts on first use
+        def __getattr__(self, attr):
+            self.__dict__["_d"] = self.__dict__.get("_d") or Driver()
+            return getattr(self.__dict__["_d"], attr)
+
+    lazy = Lazy()
+    fake = SimpleNamespace(runtime=SimpleNamespace(driver=SimpleNamespace(active=lazy)),
+                           __spec__=SimpleNamespace(name="triton"))
+    monkeypatch.setitem(sys.modules, "triton", fake)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: fake.__spec__)
+    monkeypatch.setenv(gp.PROFILE_ENV, "t4")
+    gp.apply_profile()
+    assert torch.cuda.get_device_capability() == (7, 5)  # what the package reads
+    assert lazy.get_current_target() == (9, 0)  # what Triton compiles for
 
 
 def test_profile_on_a_machine_without_a_gpu_changes_nothing(monkeypatch):
@@ -251,12 +282,47 @@ def test_a_branch_past_the_aim_is_shrunk_longest_lengths_first():
         gp.branch_sizes("10", "throughput", T4, aim_s=gp.T4_SECONDS_AIM)))
 
 
-def test_the_chapters_branches_read_their_plans():
-    """Every branch's cell calls branch_sizes with its key (its sizes live in the package)."""
+def _cells() -> dict:
     cells = {}
     for path in (ROOT / "notebooks").glob("*.ipynb"):
         for c in json.loads(path.read_text())["cells"]:
             cells[c.get("id")] = (path.name[:2], "".join(c["source"]))
+    return cells
+
+
+def test_the_chapters_branches_read_their_sizes_and_use_only_what_they_have():
+    """Every branch's cell calls branch_sizes with its key (its sizes live in the package),
+    and every attribute the chapter reads from what it returns exists (the GPU branches run
+    on no machine of ours: a misspelt field would first fail on a reader's GPU)."""
+    cells = _cells()
+    fields = {f.name for f in dataclasses.fields(gp.BranchSizes)} | {"fits"}
     for (chapter, branch), plan in gp.BRANCHES.items():
         where, source = cells[plan.cell]
         assert where == chapter and f'branch_sizes("{chapter}", "{branch}")' in source, (chapter, branch)
+        tree = ast.parse(source)
+        names = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                 and isinstance(node.value, ast.Call) and getattr(node.value.func, "attr", "") == "branch_sizes"
+                 for t in node.targets if isinstance(t, ast.Name)}
+        assert len(names) == 1, (chapter, branch, names)
+        used = {node.attr for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute) and getattr(node.value, "id", None) in names}
+        assert used and used <= fields, (chapter, branch, used - fields)
+    # the memory profile's and the sweep's skips name implementations the sizes know
+    assert {gp.branch_sizes("10", "memory", T4).fits(k, 16384) for k in ("naive", "tiled")} == {False, True}
+    thr = gp.branch_sizes("10", "throughput", T4)
+    for shown in ("SDPA efficient", "SDPA math"):  # the chapter's names, as its cell maps them
+        assert shown.lower().replace(" ", "_") in thr.max_n
+
+
+def test_setup_notebook_applies_the_profile_once_and_says_so(fake_h100, monkeypatch, capsys):
+    from attn_edu import setup_notebook
+
+    monkeypatch.setenv(gp.PROFILE_ENV, "t4")
+    assert setup_notebook(plotly=False) == "cuda"
+    out = capsys.readouterr().out
+    assert "ATTN_EDU_GPU_PROFILE=t4" in out and "15 GB" in out and "7.5" in out and "float16" in out
+    assert setup_notebook(plotly=False) == "cuda" and capsys.readouterr().out == ""  # once
+    assert fake_h100 == [(15e9 / H100_TOTAL, 0)] and gp.applied_profile() is gp.PROFILES["t4"]
+    monkeypatch.delenv(gp.PROFILE_ENV)
+    gp.remove_profile()
+    assert setup_notebook(plotly=False) == "cuda" and gp.applied_profile() is None
