@@ -48,7 +48,6 @@ the Triton compiles (the recorded compile report's mean for sm_75). ``python -m 
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path

@@ -240,6 +240,12 @@ def test_attainments_are_the_recorded_h100_shares_of_its_roofline():
         assert gp.H100_ATTAINMENT[impl] == pytest.approx(nbytes / h100.bandwidth / (ms[name] / 1e3), rel=0.01)
     loop = next(r for r in doc["results"] if r["impl"] == "torch_flash" and r["n"] == 16384)
     assert gp.TILED_LOOP_HOST_S == pytest.approx(loop["host_median_ms"] / 1e3 / (16384 // 128) ** 2, rel=0.01)
+    decode = json.loads((ROOT / "attn_edu/data/bench/decode/decode_NVIDIA_H100_80GB_HBM3.json").read_text())
+    at = {(r["impl"], r["batch"]): r for r in decode["results"] if r["context"] == 65536}
+    assert gp.H100_ATTAINMENT["decode"] == pytest.approx(at["triton_split_kv", 8]["gb_per_s"] * 1e9
+                                                         / h100.bandwidth, rel=0.01)
+    for impl, host_s in gp._DECODE_HOST_S.items():
+        assert host_s == pytest.approx(at[impl, 1]["host_median_ms"] / 1e3, rel=0.1), impl
 
 
 def test_t4_estimate_of_the_causal_branch_by_hand():
