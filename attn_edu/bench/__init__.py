@@ -32,6 +32,7 @@ Examples::
     python -m attn_edu.bench --goals
     python -m attn_edu.bench --block-sparse --n 8192 16384 --out block_sparse.json
     python -m attn_edu.bench --correctness     # every kernel vs float64, the GPU's half type
+    python -m attn_edu.bench --measure backward --out backward.json   # see MEASURES
 
 One module per part, all reachable from here (``attn_edu.bench.X``):
 
@@ -45,13 +46,15 @@ One module per part, all reachable from here (``attn_edu.bench.X``):
 * ``attn_edu.bench.goals`` -- the goals, as ratios measured side by side;
 * ``attn_edu.bench.block_sparse`` -- the block-sparse kernel against FlexAttention;
 * ``attn_edu.bench.decode`` -- one decoding step (``L_q = 1``) over a KV cache (chapter 13);
+* ``attn_edu.bench.measure`` -- the measurements the recorded sweeps lack (``--measure NAME``:
+  the backward, the forward against cuDNN, causal at d = 128, host time, CUDA graphs, memory);
 * ``attn_edu.bench.published`` -- published GPU numbers (cited) and the roofline model;
 * ``attn_edu.bench.figures`` -- figures of recorded documents, labelled with the device;
 * ``attn_edu.bench.cli`` -- the command line.
 """
 from __future__ import annotations
 
-from . import block_sparse, check, cli, decode, env, figures, goals, published, registry, sweep
+from . import block_sparse, check, cli, decode, env, figures, goals, measure, published, registry, sweep
 from .block_sparse import *  # noqa: F401,F403  (each module's __all__)
 from .check import *  # noqa: F401,F403
 from .decode import *  # noqa: F401,F403
@@ -59,12 +62,14 @@ from .cli import *  # noqa: F401,F403
 from .env import *  # noqa: F401,F403
 from .figures import *  # noqa: F401,F403
 from .goals import *  # noqa: F401,F403
+from .measure import *  # noqa: F401,F403
 from .published import *  # noqa: F401,F403
 from .registry import *  # noqa: F401,F403
 from .sweep import *  # noqa: F401,F403
 
 __all__ = (registry.__all__ + env.__all__ + sweep.__all__ + goals.__all__
-           + block_sparse.__all__ + check.__all__ + decode.__all__ + published.__all__ + figures.__all__
+           + block_sparse.__all__ + check.__all__ + decode.__all__ + measure.__all__ + published.__all__
+           + figures.__all__
            + cli.__all__)
 
 # Data is documented where the API page reads it, the package (functions and classes
@@ -99,3 +104,9 @@ GOAL_BLOCK = goals.GOAL_BLOCK
 DECODE_DIR = decode.DECODE_DIR
 #: The implementations a decode sweep times (``attn_edu.bench.decode``).
 DECODE_IMPLS = decode.DECODE_IMPLS
+#: The measurements of ``--measure NAME``, each the kind of its document (``attn_edu.bench.measure``).
+MEASURES = measure.MEASURES
+#: Each measurement's sizes on a GPU and in a dry run on the CPU (``attn_edu.bench.measure``).
+MEASURE_SIZES = measure.MEASURE_SIZES
+#: How the ``backward`` measurement counts FLOPs, 2.5 x the forward (``attn_edu.bench.measure``).
+BACKWARD_FLOP_FORMULA = measure.BACKWARD_FLOP_FORMULA

@@ -1,6 +1,6 @@
 """``python -m attn_edu.bench``: sweeps, the goals, and the block-sparse benchmark.
 
-Three modes of one command line (``--help`` lists every option):
+The modes of one command line (``--help`` lists every option):
 
 * a sweep (the default): ``--impl`` at every ``--n``, JSON to ``--out``
   (:func:`~attn_edu.bench.run_sweep`); ``--list`` prints the implementations;
@@ -10,7 +10,11 @@ Three modes of one command line (``--help`` lists every option):
 * ``--correctness``: every Triton kernel against float64 in the GPU's half type
   (:func:`~attn_edu.bench.gpu_correctness`), the first step of ``scripts/gpu-bench.sh``;
 * ``--t4-estimates``: every chapter GPU branch's estimated time on a T4
-  (:func:`attn_edu.gpu_profile.t4_estimates`), printed; no GPU needed.
+  (:func:`attn_edu.gpu_profile.t4_estimates`), printed; no GPU needed;
+* ``--measure NAME``: one of the measurements of :data:`~attn_edu.bench.MEASURES`
+  (:func:`~attn_edu.bench.run_measure`), one document of kind NAME to ``--out``; ``--n``,
+  ``--d``, ``--batch``, ``--heads``, ``--dtype``, ``--repeat``, ``--warmup`` replace its
+  sizes, ``--dry-run`` runs it on the CPU at tiny sizes (``TRITON_INTERPRET=1``).
 
 Every mode but ``--t4-estimates`` first applies the GPU profile ``ATTN_EDU_GPU_PROFILE``
 names (:func:`attn_edu.gpu_profile.apply_profile`; nothing without it).
@@ -33,7 +37,8 @@ from .block_sparse import bench_block_sparse
 from .check import gpu_correctness
 from .env import cpu_threads, environment, gpu_half_dtype, set_cpu_threads
 from .goals import cuda_available, run_goals
-from .registry import REGISTRY, BenchConfig, impl_names
+from .measure import MEASURES, run_measure
+from .registry import REGISTRY, BenchConfig, ImplUnavailable, impl_names
 from .sweep import SCHEMA, run_sweep, save_results
 
 __all__ = ["main"]
@@ -51,13 +56,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="implementations (space or comma separated); --list shows them")
     p.add_argument("--n", nargs="+", default=None,
                    help="sequence lengths (default: 256 512 1024; 8192 16384 with --block-sparse)")
-    p.add_argument("--d", type=int, default=64, help="head dimension")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--heads", type=int, default=None, help="heads (default: 1; 16 with --block-sparse)")
+    p.add_argument("--d", type=int, default=None, help="head dimension (default: 64; --measure: its own)")
+    p.add_argument("--batch", type=int, default=None, help="batch (default: 1; --measure: its own)")
+    p.add_argument("--heads", type=int, default=None, help="heads (default: 1; 16 with --block-sparse; --measure: its own)")
     p.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "float32", "float64"],
                    help="default: float32 on the CPU; on a GPU (--device cuda, --block-sparse) the "
                         "GPU's half type: bfloat16 on compute capability 8.0+, else float16")
-    p.add_argument("--causal", action="store_true")
+    p.add_argument("--causal", action="store_true", help="causal attention (--measure backward: a causal backward)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--block-q", type=int, default=None,
                    help=f"tile rows (queries) of tiled impls (default: the backend's, "
@@ -68,8 +73,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="sliding-window width for numpy_window, torch_window and block_sparse")
     p.add_argument("--threads", type=int, default=None,
                    help="threads for NumPy's OpenBLAS and torch; 1 gives steadier times on a busy CPU")
-    p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=None, help="timed calls (default: 5; --measure: its own)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed calls first (default: 1; --measure: its own)")
     p.add_argument("--memory", action="store_true", help="also measure peak memory (a separate call)")
     p.add_argument("--interleave", action="store_true",
                    help="time all points round-robin (steadier curves on a busy machine)")
@@ -95,6 +100,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--t4-estimates", action="store_true",
                    help="print each chapter GPU branch's FLOPs, bytes and estimated seconds on a T4 "
                         "under ATTN_EDU_GPU_PROFILE=t4 (attn_edu.gpu_profile.t4_estimates) and exit")
+    p.add_argument("--measure", default=None, choices=list(MEASURES),
+                   help="one measurement the recorded sweeps lack, as one JSON document to --out: "
+                        + "; ".join(f"{k}: {v}" for k, v in MEASURES.items())
+                        + " (needs a CUDA GPU, or --dry-run; exit 1 if a point failed)")
     p.add_argument("--dry-run", action="store_true",
                    help="the GPU pipeline on the CPU (TRITON_INTERPRET=1, tiny sizes): documents are "
                         "marked dry_run, their numbers are not GPU numbers")
@@ -111,11 +120,25 @@ def _given(value, default):
 
 
 def _block_sparse(args, ns: List[int], argv: Sequence[str]) -> int:
-    rows = bench_block_sparse(ns or [8192, 16384], args.d, args.densities, args.dtype, args.batch,
+    rows = bench_block_sparse(ns or [8192, 16384], _given(args.d, 64), args.densities, args.dtype,
+                              _given(args.batch, 1),
                               _given(args.heads, 16), _given(args.block_q, 128), _given(args.block_k, 64),
                               args.flex_block_q, args.flex_block_k, args.patterns, json_path=args.out,
                               dry_run=args.dry_run, command=_command(argv))
     return 0 if rows or not (cuda_available() or args.dry_run) else 1
+
+
+def _measure(args, ns: List[int], argv: Sequence[str]) -> int:
+    """``--measure NAME``: exit 0, or 1 when a point failed or it cannot run here."""
+    signal.signal(signal.SIGTERM, _interrupt)  # gpu-bench.sh's deadline: keep what was measured
+    try:
+        return run_measure(args.measure, dry_run=args.dry_run, out=args.out, n=ns or None,
+                           d=None if args.d is None else [args.d], batch=args.batch, heads=args.heads,
+                           dtype=args.dtype, repeat=args.repeat, warmup=args.warmup, causal=args.causal or None,
+                           command=_command(argv), progress=not args.no_progress)[1]
+    except (ImplUnavailable, ImportError) as err:  # no GPU, no interpreter, no torch: nothing ran
+        print(f"python -m attn_edu.bench --measure {args.measure}: {err}", file=sys.stderr)
+        return 1
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -142,6 +165,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ns = [n for item in (args.n or []) for n in _ints(item)]
     except ValueError:
         parser.error(f"--n must be integers; got {' '.join(args.n)}")
+    if args.measure:
+        return _measure(args, ns, argv)
     if args.block_sparse:
         return _block_sparse(args, ns, argv)
     if args.correctness:
@@ -149,7 +174,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--correctness checks the kernels on a CUDA GPU (or --dry-run on the CPU)")
         return gpu_correctness(dtype=args.dtype, dry_run=args.dry_run)[1]
     if args.goals:
-        goals, code = run_goals(n=args.goal_n, repeat=max(1, min(args.repeat, 5)), dry_run=args.dry_run)
+        goals, code = run_goals(n=args.goal_n, repeat=max(1, min(_given(args.repeat, 5), 5)),
+                                dry_run=args.dry_run)
         if args.out:
             env = environment("cuda" if cuda_available() and not args.dry_run else "cpu")
             if env["device"]["kind"] == "cpu":
@@ -164,7 +190,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ns = ns or [256, 512, 1024]
     if args.device == "cuda" and not cuda_available():
         parser.error("--device cuda but PyTorch sees no CUDA GPU")
-    config = BenchConfig(batch=args.batch, heads=_given(args.heads, 1), d=args.d,
+    config = BenchConfig(batch=_given(args.batch, 1), heads=_given(args.heads, 1), d=_given(args.d, 64),
                          dtype=_given(args.dtype, gpu_half_dtype() if args.device == "cuda" else "float32"),
                          causal=args.causal, device=args.device,
                          block_q=args.block_q, block_k=args.block_k, window=args.window)
@@ -172,7 +198,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # the points measured so far are written, with "stopped" saying how far it got.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        doc = run_sweep(impls, ns, config, repeat=args.repeat, warmup=args.warmup, memory=args.memory,
+        doc = run_sweep(impls, ns, config, repeat=_given(args.repeat, 5), warmup=_given(args.warmup, 1),
+                        memory=args.memory,
                         progress=not args.no_progress, command=_command(argv),
                         interleave=args.interleave, dry_run=args.dry_run)
     except ValueError as err:

@@ -6,12 +6,13 @@ the sweep under :data:`DECODE_DIR`, apart from the prefill sweeps chapters 08 an
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import profiling
+from ..kernels._interpret import requested as interpret_requested
 from .env import environment, gpu_half_dtype
 from .registry import ImplUnavailable
-from .sweep import DATA_DIR, SCHEMA, load_results
+from .sweep import DATA_DIR, SCHEMA, failure_reason, load_results
 
 __all__ = ["DECODE_DIR", "DECODE_IMPLS", "decode_sweep", "recorded_decode_results"]
 
@@ -21,8 +22,9 @@ DECODE_DIR = DATA_DIR / "decode"
 DECODE_IMPLS = ("triton_split_kv", "triton_one_split", "torch_sdpa", "torch_split_kv")
 
 
-def _decode_fn(impl: str, device: str):
-    """``fn(q, k, v) -> out`` for one decode implementation, or ImplUnavailable."""
+def _decode_fn(impl: str, device: str, dry_run: bool = False):
+    """``fn(q, k, v) -> out`` for one decode implementation, or ImplUnavailable. The Triton
+    kernel runs on the CPU only in a dry run (``dry_run=True`` and ``TRITON_INTERPRET=1``)."""
     import torch
 
     if impl == "torch_sdpa":  # PyTorch's dispatcher, default backend, grouped heads
@@ -31,7 +33,7 @@ def _decode_fn(impl: str, device: str):
         from ..decoding import split_kv_attention
 
         return lambda q, k, v: split_kv_attention(q, k, v, 8, enable_gqa=True)
-    if device != "cuda":
+    if device != "cuda" and not (dry_run and interpret_requested()):
         raise ImplUnavailable("the Triton kernel would run in the CPU interpreter, whose time measures "
                               "NumPy, not the kernel; run on a CUDA GPU")
     from ..kernels.decode_triton import split_kv_decode
@@ -43,7 +45,8 @@ def _decode_fn(impl: str, device: str):
 def decode_sweep(contexts: Sequence[int] = (1024, 4096, 16384, 65536), batches: Sequence[int] = (1, 8),
                  heads: int = 32, kv_heads: int = 8, d: int = 128, dtype: Optional[str] = None,
                  device: str = "cuda", impls: Sequence[str] = DECODE_IMPLS, repeat: int = 20,
-                 warmup: int = 3) -> Dict[str, Any]:
+                 warmup: int = 3, memory: bool = False, graph: bool = True,
+                 dry_run: bool = False) -> Dict[str, Any]:
     """One decoding step (``L_q = 1``) over a KV cache of every length in ``contexts``.
 
     Times each of ``impls`` -- ``triton_split_kv`` (:func:`attn_edu.kernels.decode_triton.split_kv_decode`,
@@ -56,9 +59,14 @@ def decode_sweep(contexts: Sequence[int] = (1024, 4096, 16384, 65536), batches: 
     would otherwise stay in an H100's L2), the host's time in the call (``host_median_ms``:
     when it exceeds the GPU time, the step is launch-bound), on a GPU the time of the same
     call replayed from a CUDA graph (``graph_median_ms``, :func:`attn_edu.profiling.time_cuda_graph_ms`;
-    None when the call cannot be captured), the KV-cache bytes one step reads
+    None when the call cannot be captured, ``graph_note`` saying why; ``graph=False`` leaves
+    it out), the KV-cache bytes one step reads
     (``2 * batch * kv_heads * context * d * itemsize``), the bandwidth that implies
-    (GB/s) and the largest difference from the float64 reference. Returns a JSON document
+    (GB/s) and the largest difference from the float64 reference; with ``memory=True`` the
+    peak memory of one more call above its inputs (``peak_bytes``,
+    :func:`attn_edu.profiling.peak_memory`). ``dry_run=True`` marks the document as a dry
+    run on the CPU and lets the Triton kernel run there in Triton's interpreter
+    (``TRITON_INTERPRET=1``; the pipeline, not the numbers). Returns a JSON document
     like :func:`run_sweep`'s (schema, device, versions, commit, date); the GPU script saves
     it under :data:`DECODE_DIR`. Implementations that cannot run here are listed under
     ``"skipped"``. Explained in chapter 13.
@@ -70,21 +78,30 @@ def decode_sweep(contexts: Sequence[int] = (1024, 4096, 16384, 65536), batches: 
     dtype = dtype or gpu_half_dtype(device)
     dt = getattr(torch, dtype)
     config = {"heads": heads, "kv_heads": kv_heads, "d": d, "dtype": dtype, "device": device, "lq": 1}
-    doc = {"schema": SCHEMA, "kind": "decode", "sweep": "decode", **environment(device), "config": config,
+    doc = {"schema": SCHEMA, "kind": "decode", "sweep": "decode", "dry_run": bool(dry_run),
+           **environment(device), "config": config,
            "repeat": repeat, "warmup": warmup, "results": [], "skipped": {}}
     fns = {}
     for impl in impls:
         try:
-            fns[impl] = _decode_fn(impl, device)
+            fns[impl] = _decode_fn(impl, device, dry_run)
         except ImplUnavailable as err:
             doc["skipped"][impl] = str(err)
     gen = torch.Generator().manual_seed(0)
     for batch in batches:
         for context in contexts:
-            q = torch.randn(batch, heads, 1, d, generator=gen).to(device, dt)  # (B, H_q, 1, d)
-            k = torch.randn(batch, kv_heads, context, d, generator=gen).to(device, dt)  # (B, H_kv, L, d)
-            v = torch.randn(batch, kv_heads, context, d, generator=gen).to(device, dt)
-            gold = reference_torch.scaled_dot_product_attention(q.double(), k.double(), v.double(), enable_gqa=True)
+            q = k = v = gold = None
+            try:
+                q = torch.randn(batch, heads, 1, d, generator=gen).to(device, dt)  # (B, H_q, 1, d)
+                k = torch.randn(batch, kv_heads, context, d, generator=gen).to(device, dt)  # (B, H_kv, L, d)
+                v = torch.randn(batch, kv_heads, context, d, generator=gen).to(device, dt)
+                gold = reference_torch.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                                    enable_gqa=True)
+            except Exception as exc:  # the cache or its float64 reference does not fit: each row says so
+                del q, k, v, gold
+                doc["results"] += [_failed({"impl": impl, "batch": batch, "context": context}, exc, device)
+                                   for impl in fns]
+                continue
             kv_bytes = 2 * k.numel() * k.element_size()
             for impl, fn in fns.items():
                 row = {"impl": impl, "batch": batch, "context": context, "kv_bytes": kv_bytes}
@@ -92,29 +109,50 @@ def decode_sweep(contexts: Sequence[int] = (1024, 4096, 16384, 65536), batches: 
                     with torch.no_grad():
                         err = float((fn(q, k, v).double() - gold).abs().max())
                         t = profiling.time_ms(fn, q, k, v, repeat=repeat, warmup=warmup, device=device)
+                    graph_ms, graph_note = _graph_ms(fn, (q, k, v), device) if graph else (None, None)
                     row.update(median_ms=t.median_ms, min_ms=t.min_ms, max_abs_err=err,
                                gb_per_s=kv_bytes / (t.median_ms * 1e-3) / 1e9, timer=t.method,
-                               host_median_ms=t.host_ms, graph_median_ms=_graph_ms(fn, (q, k, v), device))
+                               host_median_ms=t.host_ms, graph_median_ms=graph_ms)
+                    if graph_note:
+                        row["graph_note"] = graph_note
+                    if memory:
+                        with torch.no_grad():
+                            method = profiling.memory_method(q, k, v)
+                            peak = profiling.peak_memory(fn, q, k, v, device=method)[1]
+                        row.update(peak_bytes=int(peak), memory_method=method)
                 except Exception as exc:  # e.g. out of memory: keep the sweep going
-                    row["error"] = f"{type(exc).__name__}: {exc}"
+                    _failed(row, exc, device)
                 doc["results"].append(row)
             del q, k, v, gold
     return doc
 
 
-def _graph_ms(fn, args, device: str) -> Optional[float]:
-    """Median GPU time of ``fn(*args)`` replayed from a CUDA graph; None on the CPU or when
-    the call cannot be captured (a host synchronisation inside it)."""
+def _failed(row: Dict[str, Any], exc: BaseException, device: str) -> Dict[str, Any]:
+    """The row with the failure's ``error`` and ``reason``; a GPU's memory given back."""
+    row.update(error=f"{type(exc).__name__}: {str(exc)[:300]}", reason=failure_reason(exc))
+    if device == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
+    return row
+
+
+def _graph_ms(fn, args, device: str) -> Tuple[Optional[float], Optional[str]]:
+    """(median GPU time of ``fn(*args)`` replayed from a CUDA graph, None); (None, why) on
+    the CPU or when the call cannot be captured (a host synchronisation inside it)."""
     if device != "cuda":
-        return None
+        return None, "CUDA graphs need a CUDA GPU"
     import torch
 
     try:
         with torch.no_grad():
-            return profiling.time_cuda_graph_ms(fn, *args).median_ms
-    except Exception:  # not capturable: the eager time stands alone
-        torch.cuda.synchronize()
-        return None
+            return profiling.time_cuda_graph_ms(fn, *args).median_ms, None
+    except Exception as err:  # not capturable: the eager time stands alone
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # a failed capture can leave the stream in an error state
+            pass
+        return None, f"not captured: {type(err).__name__}: {str(err)[:200]}"
 
 
 def recorded_decode_results(kind: Optional[str] = None) -> List[Dict[str, Any]]:

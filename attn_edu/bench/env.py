@@ -20,7 +20,7 @@ from .._checks import check_positive_int
 from ..gpu_profile import missing_sdpa_backends
 
 __all__ = ["environment", "cpu_threads", "set_cpu_threads", "gpu_half_dtype", "sdpa_backends",
-           "best_sdpa_backend", "SDPA_PREFERENCE", "SDPA_BACKENDS", "autotune_config"]
+           "best_sdpa_backend", "sdpa_refusal", "SDPA_PREFERENCE", "SDPA_BACKENDS", "autotune_config"]
 
 
 def _version(dist: str) -> Optional[str]:
@@ -101,23 +101,41 @@ SDPA_BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
                  "cudnn": "CUDNN_ATTENTION"}
 
 
-def _sdpa_runs(backend: str, device: str, dtype: str, d: int) -> bool:
-    """Whether SDPA pinned to ``backend`` runs a tiny call here (one call, 128 keys)."""
+def sdpa_refusal(backend: str, device: str = "cuda", dtype: Optional[str] = None, d: int = 64,
+                 backward: bool = False) -> Optional[str]:
+    """Why SDPA pinned to ``backend`` (a key of :data:`SDPA_BACKENDS`) does not run here, or
+    None when it does: one tiny call (128 keys) under ``torch.nn.attention.sdpa_kernel``,
+    and with ``backward=True`` its backward too. The reason is PyTorch's error followed by
+    the warnings in which each backend says why it declined (compute capability, dtype,
+    head dim). ``dtype`` defaults to :func:`gpu_half_dtype`.
+    """
     import warnings
 
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    x = torch.zeros(1, 1, 128, d, device=device, dtype=getattr(torch, dtype))
-    try:
-        with warnings.catch_warnings():  # the reasons a backend refuses come as warnings
-            warnings.simplefilter("ignore")
+    if backend not in SDPA_BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(SDPA_BACKENDS)}; got {backend!r}")
+    dtype = dtype or gpu_half_dtype(device)
+    x = torch.zeros(1, 1, 128, d, device=device, dtype=getattr(torch, dtype), requires_grad=backward)
+    with warnings.catch_warnings(record=True) as seen:  # the reasons a backend refuses come as warnings
+        warnings.simplefilter("always")
+        try:
             with sdpa_kernel(getattr(SDPBackend, SDPA_BACKENDS[backend])):
-                F.scaled_dot_product_attention(x, x, x)
-        return True
-    except RuntimeError:
-        return False
+                out = F.scaled_dot_product_attention(x, x, x)
+                if backward:
+                    out.sum().backward()
+            return None
+        except RuntimeError as err:
+            why = [f"{type(err).__name__}: {str(err).strip()}"]
+    why += [str(w.message).strip() for w in seen if str(w.message).strip() not in why]
+    return " | ".join(why)[:600]
+
+
+def _sdpa_runs(backend: str, device: str, dtype: str, d: int) -> bool:
+    """Whether SDPA pinned to ``backend`` runs a tiny call here (one call, 128 keys)."""
+    return sdpa_refusal(backend, device, dtype, d) is None
 
 
 def sdpa_backends(device: str = "cuda", dtype: Optional[str] = None, d: int = 64) -> List[str]:

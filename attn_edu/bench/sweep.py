@@ -29,8 +29,10 @@ __all__ = ["SCHEMA", "KINDS", "DATA_DIR", "FLOP_FORMULA", "run_one", "run_sweep"
 
 #: The ``schema`` field of every benchmark document.
 SCHEMA = "attn_edu.bench/1"
-#: What a document holds, its ``"kind"`` field (a document without one is a sweep).
-KINDS = ("sweep", "goals", "block_sparse", "decode")
+#: What a document holds, its ``"kind"`` field (a document without one is a sweep); the last
+#: six are the measurements of ``--measure NAME`` (``attn_edu.bench.measure.MEASURES``).
+KINDS = ("sweep", "goals", "block_sparse", "decode", "backward", "forward_cudnn", "causal_d128", "host_time",
+         "decode_graph", "memory")
 #: Where the recorded sweeps live (package data, plotted by chapters 08, 10 and 11); the
 #: environment variable ``ATTN_EDU_BENCH_DATA`` points the chapters at another folder
 #: (e.g. the output of ``bash scripts/gpu-bench.sh --dry-run DIR``).
@@ -45,10 +47,15 @@ FLOP_FORMULA = (
 )
 
 
+#: The registry's Triton implementations, which run on the CPU in Triton's interpreter
+#: (``TRITON_INTERPRET=1``: the dry run of the GPU pipeline; their times are not kernel times).
+_INTERPRETABLE = ("triton", "block_sparse")
+
+
 def _prepare(name: str, n: int, config: BenchConfig, seed: int = 0):
     """(impl, fn, inputs) for one point; ImplUnavailable when it cannot run here."""
     impl, fn = build_impl(name, config)
-    interpreted = name == "triton" and interpret_requested()
+    interpreted = name in _INTERPRETABLE and interpret_requested()
     if config.device not in impl.devices and not interpreted:
         raise ImplUnavailable(f"{name}: runs on {', '.join(impl.devices)}; got --device {config.device}")
     return impl, fn, make_inputs(impl.framework, n, config, seed)
@@ -260,8 +267,8 @@ def _check_document(doc: Any, path: Path) -> Dict[str, Any]:
     kind = doc.setdefault("kind", "decode" if doc.get("sweep") == "decode" else "sweep")
     if kind not in KINDS:
         raise ValueError(f"{path}: unknown kind {kind!r}; known: {', '.join(KINDS)}")
-    need = {"sweep": ("device", "config", "results"), "goals": ("goals",),
-            "block_sparse": ("device", "config", "rows"), "decode": ("device", "config", "results")}[kind]
+    need = {"goals": ("goals",), "block_sparse": ("device", "config", "rows")}.get(
+        kind, ("device", "config", "results"))  # a sweep, a decode sweep, a measurement
     missing = [k for k in need if k not in doc]
     if missing:
         raise ValueError(f"{path}: a {kind} document without {', '.join(missing)}")

@@ -1,0 +1,233 @@
+"""bench.measure: ``python -m attn_edu.bench --measure NAME``, run as its dry run on the CPU.
+
+Each measurement writes a document of its kind with the fields a chapter or a plot reads;
+a point that fails is recorded and the run goes on (exit code 1); the backward's FLOP count
+is checked against the matmuls PyTorch's FLOP counter sees. Triton runs interpreted
+(conftest sets TRITON_INTERPRET=1 on a machine without a GPU), at n <= 64, d = 16.
+"""
+from __future__ import annotations
+
+import pytest
+
+from attn_edu import bench, profiling
+
+NS = (32, 64)  # the dry run's lengths (MEASURE_SIZES)
+
+
+@pytest.fixture(scope="module")
+def dry_runs(tmp_path_factory):
+    """Each measurement's dry run, once per module: name -> (exit code, document, stdout)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    if bench.cuda_available():
+        pytest.skip("the dry run's expectations are the CPU's (no cuDNN, no CUDA graph)")
+    folder, done = tmp_path_factory.mktemp("measure"), {}
+
+    def run(name):
+        if name not in done:
+            import contextlib
+            import io
+
+            out, text = folder / f"{name}.json", io.StringIO()
+            with contextlib.redirect_stdout(text):
+                code = bench.cli.main(["--measure", name, "--dry-run", "--no-progress", "--out", str(out)])
+            (doc,) = bench.load_results(out)
+            done[name] = (code, doc, text.getvalue())
+        return done[name]
+
+    return run
+
+
+def test_every_measure_has_a_kind_and_sizes():
+    assert set(bench.MEASURES) <= set(bench.KINDS)
+    assert set(bench.MEASURE_SIZES) == set(bench.MEASURES)
+    for name, sizes in bench.MEASURE_SIZES.items():
+        dry = sizes["dry_run"]
+        assert max(dry["n"]) <= 64 and dry["d"] == (16,) and dry["heads"] == 1, name  # interpreted: tiny
+        assert sizes["gpu"]["n"] != dry["n"]
+    for name in ("backward", "forward_cudnn"):
+        gpu = bench.MEASURE_SIZES[name]["gpu"]
+        assert (gpu["d"], gpu["batch"], gpu["heads"]) == ((64, 128), 4, 16)
+        assert min(gpu["n"]) == 4096 and max(gpu["n"]) == 16384
+    assert bench.MEASURE_SIZES["causal_d128"]["gpu"]["d"] == (128,)
+    gpu = bench.MEASURE_SIZES["decode_graph"]["gpu"]
+    assert gpu["batch"] == 1 and (min(gpu["n"]), max(gpu["n"])) == (16384, 65536)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("name", list(bench.MEASURES))
+def test_a_dry_run_writes_a_document_of_its_kind(dry_runs, name):
+    code, doc, text = dry_runs(name)
+    assert code == 0, text
+    assert doc["schema"] == bench.SCHEMA and doc["kind"] == name and doc["dry_run"] is True
+    assert doc["device"]["kind"] == "cpu" and doc["versions"]["torch"] and doc["date"].endswith("+00:00")
+    assert doc["command"] == f"python -m attn_edu.bench --measure {name} --dry-run --no-progress --out " \
+                             + doc["source"]
+    assert doc["results"] and not any("error" in r for r in doc["results"])
+    assert "wrote" in text
+    for r in doc["results"]:
+        assert r["median_ms"] > 0 and r["min_ms"] <= r["median_ms"], r
+        assert r["impl"] in text
+
+
+@pytest.mark.triton
+def test_backward_times_both_schedules_against_sdpa(dry_runs):
+    from attn_edu.kernels import flash_triton
+
+    _, doc, _ = dry_runs("backward")
+    rows = {(r["impl"], r["n"]): r for r in doc["results"]}
+    impls = {f"triton_{m}" for m in flash_triton.BACKWARDS} | {"torch_sdpa_flash"}
+    assert set(rows) == {(i, n) for i in impls for n in NS}
+    assert "torch_sdpa_cudnn" in doc["skipped"] and "RuntimeError" in doc["skipped"]["torch_sdpa_cudnn"]
+    for r in rows.values():
+        assert r["d"] == 16 and r["causal"] is False and len(r["times_ms"]) == doc["repeat"] == 2
+        assert r["tflops"] == pytest.approx(r["flops"] / (r["median_ms"] * 1e-3) / 1e12)
+        assert r["timer"] == "perf_counter"
+    assert {r["schedule"] for r in rows.values()} == set(flash_triton.BACKWARDS) | {None}
+    assert rows[("torch_sdpa_flash", 32)]["backend"] == "FLASH_ATTENTION"
+    assert "2.5" in doc["flop_formula"] and "backward only" in doc["timed"]
+
+
+def _counted_backward_flops(batch, heads, n, d):
+    """The FLOPs PyTorch's counter sees in the matmul-by-matmul backward (four matmuls) plus
+    the one matmul a fused backward recomputes (Q K^T): the count FlashAttention quotes."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from attn_edu import reference_torch
+
+    q, k, v = (torch.randn(batch, heads, n, d, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    out = reference_torch.scaled_dot_product_attention(q, k, v)
+    with FlopCounterMode(display=False) as backward:
+        out.backward(torch.ones_like(out))
+    with FlopCounterMode(display=False) as recompute:
+        q.detach() @ k.detach().transpose(-2, -1)
+    return backward.get_total_flops() + recompute.get_total_flops()
+
+
+@pytest.mark.triton
+def test_backward_flops_are_the_matmuls_a_fused_backward_does(dry_runs):
+    _, doc, _ = dry_runs("backward")
+    for r in doc["results"]:
+        counted = _counted_backward_flops(1, 1, r["n"], r["d"])
+        assert r["flops"] == counted == 5 * 2 * r["n"] ** 2 * r["d"]  # five n x n x d matmuls
+    assert _counted_backward_flops(2, 3, 40, 16) == profiling.attention_flops(2, 3, 40, 40, 16, backward=True)
+
+
+@pytest.mark.triton
+def test_causal_backward_counts_half():
+    pytest.importorskip("triton")
+    if bench.cuda_available():
+        pytest.skip("a dry run on the CPU")
+    doc, code = bench.run_measure("backward", dry_run=True, n=[32], causal=True, repeat=1, warmup=0)
+    assert code == 0 and {r["causal"] for r in doc["results"]} == {True}
+    for r in doc["results"]:
+        assert 2 * r["flops"] == _counted_backward_flops(1, 1, 32, 16)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("name, causal", [("forward_cudnn", False), ("causal_d128", True)])
+def test_forward_sweeps_put_triton_beside_sdpa(dry_runs, name, causal):
+    _, doc, _ = dry_runs(name)
+    assert doc["config"]["causal"] is causal and doc["interleave"] is True
+    assert {(r["impl"], r["n"]) for r in doc["results"]} == {(i, n) for i in ("triton", "torch_sdpa_flash")
+                                                             for n in NS}
+    assert "torch_sdpa_cudnn" in doc["skipped"]  # no cuDNN on the CPU, and the reason is kept
+    for r in doc["results"]:
+        assert r["flops"] == profiling.attention_flops(1, 1, r["n"], r["n"], r["d"], causal=causal)
+        assert r["d"] == 16
+
+
+@pytest.mark.triton
+def test_host_time_covers_every_implementation(dry_runs):
+    _, doc, _ = dry_runs("host_time")
+    timed = {r["impl"] for r in doc["results"]}
+    assert timed | set(doc["skipped"]) == set(bench.impl_names())
+    assert {"triton", "block_sparse", "numpy_naive", "torch_sdpa"} <= timed  # Triton interpreted too
+    for r in doc["results"]:
+        # on the CPU the call computes before it returns: its host time is the whole call
+        assert r["host_median_ms"] == r["device_median_ms"] == r["median_ms"]
+        assert r["host_over_device"] == 1.0 and r["launch_bound"] is None
+    assert "the whole call" in doc["host_timer"]
+
+
+@pytest.mark.triton
+def test_decode_graph_and_memory_record_every_decode_implementation(dry_runs):
+    _, graph, _ = dry_runs("decode_graph")
+    assert {(r["impl"], r["context"]) for r in graph["results"]} == {(i, c) for i in bench.DECODE_IMPLS for c in NS}
+    for r in graph["results"]:
+        assert r["batch"] == 1 and r["graph_median_ms"] is None and "CUDA" in r["graph_note"]
+        assert r["max_abs_err"] < 1e-5  # against float64, in float32
+    _, mem, _ = dry_runs("memory")
+    parts = {}
+    for r in mem["results"]:
+        parts.setdefault(r["part"], set()).add(r["impl"])
+        assert isinstance(r["peak_bytes"], int) and r["peak_bytes"] >= 0 and r["memory_method"] == "torch_cpu"
+    assert parts == {"block_sparse": {"block_sparse", "triton", "torch_sdpa"}, "decode": set(bench.DECODE_IMPLS)}
+    sparse = [r for r in mem["results"] if r["part"] == "block_sparse"]
+    assert all(r["model_tiled_peak_bytes"] == profiling.attention_peak_bytes(r["n"], 16, 4, tiled=True)
+               for r in sparse)
+    assert mem["config"]["block_sparse"]["window"] == 16 and mem["config"]["block_sparse"]["causal"] is True
+
+
+@pytest.mark.triton
+@pytest.mark.slow  # a second run of each measurement (1-4 s each; 14 s in all on 2 busy cores)
+@pytest.mark.parametrize("name", list(bench.MEASURES))
+def test_a_failing_point_is_recorded_and_the_run_goes_on(dry_runs, monkeypatch, tmp_path, name):
+    """SDPA fails at n = 64 (keys, or the KV cache): its rows there carry the error, every
+    other row is measured, and the command exits 1."""
+    torch = pytest.importorskip("torch")
+    dry_runs(name)  # compile and warm up outside the planted run
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def planted(q, k, v, *args, **kwargs):
+        if k.shape[-2] == 64:
+            raise RuntimeError("planted failure at 64 keys")
+        return real(q, k, v, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", planted)
+    out = tmp_path / "planted.json"
+    assert bench.cli.main(["--measure", name, "--dry-run", "--no-progress", "--repeat", "1", "--out", str(out)]) == 1
+    (doc,) = bench.load_results(out)
+    rows = doc["results"]
+    length = [r.get("n", r.get("context")) for r in rows]
+    failed = [r for r, n in zip(rows, length) if "error" in r]
+    assert failed and all(n == 64 for r, n in zip(rows, length) if "error" in r)
+    assert all("planted failure" in r["error"] and r["reason"] == "error" for r in failed)
+    assert {r["impl"] for r in failed} >= {r["impl"] for r in rows if r["impl"].startswith("torch_sdpa")}
+    assert any(n == 64 and "error" not in r for r, n in zip(rows, length))  # the others at 64 ran
+    assert all("median_ms" in r for r, n in zip(rows, length) if n == 32)
+
+
+def test_without_a_gpu_or_an_interpreter_it_says_so(monkeypatch, capsys):
+    monkeypatch.setattr(bench.measure, "cuda_available", lambda: False)
+    assert bench.cli.main(["--measure", "backward"]) == 1
+    assert "measures a CUDA GPU" in capsys.readouterr().err
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert bench.cli.main(["--measure", "memory", "--dry-run"]) == 1
+    assert "TRITON_INTERPRET=1" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="name must be one of"):
+        bench.run_measure("forward")
+
+
+def test_a_decode_point_whose_reference_does_not_fit_is_recorded(monkeypatch):
+    """The float64 reference of a long KV cache (64k, batch 8: tens of GB) can run out of
+    memory before any implementation runs: every row of that point says so, the next runs."""
+    pytest.importorskip("torch")
+    from attn_edu import reference_torch
+
+    real = reference_torch.scaled_dot_product_attention
+
+    def reference(q, k, v, **kwargs):
+        if k.shape[-2] == 40:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 34.00 GiB (planted)")
+        return real(q, k, v, **kwargs)
+
+    monkeypatch.setattr(reference_torch, "scaled_dot_product_attention", reference)
+    doc = bench.decode_sweep(contexts=(40, 33), batches=(1,), heads=2, kv_heads=1, d=16, dtype="float32",
+                             device="cpu", impls=("torch_sdpa", "torch_split_kv"), repeat=1, warmup=0)
+    by = {(r["impl"], r["context"]): r for r in doc["results"]}
+    assert set(by) == {(i, c) for i in ("torch_sdpa", "torch_split_kv") for c in (40, 33)}
+    assert all(by[(i, 40)]["reason"] == "out_of_memory" and "planted" in by[(i, 40)]["error"]
+               for i in ("torch_sdpa", "torch_split_kv"))
+    assert all("error" not in by[(i, 33)] and by[(i, 33)]["median_ms"] > 0 for i in ("torch_sdpa", "torch_split_kv"))
