@@ -569,4 +569,4 @@ def test_chapter_13_runs_to_its_end_without_triton():
     assert "split-KV kernel (" not in text
     assert "w = ell * tl.math.exp2(m - m_safe)" in text  # the reduction's body is still printed, from the file
     assert "chunks of 80 keys: 2 of the 4 splits of the 90-key sequence are empty" in text
-    assert "int8 keys per channel / int8 values, per draw:" in text  # the optional sections ran too
+    assert "keys int8 per channel / values int8 per token:" in text  # the optional sections ran too

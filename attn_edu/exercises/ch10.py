@@ -12,12 +12,19 @@ __all__ = ["check_scores_gradient"]
 
 
 def _gold_dS(S: np.ndarray, lse: np.ndarray, V: np.ndarray, dO: np.ndarray) -> np.ndarray:
-    # P = exp(S - lse) (0 on a fully masked row), O = P V, delta = rowsum(dO * O),
-    # dS = P * (dO V^T - delta); shapes (Lq, Lk), (Lq,), (Lk, dv), (Lq, dv) -> (Lq, Lk)
-    safe = np.where(np.isneginf(lse), np.inf, lse)[:, None]
-    P = np.exp(S - safe)
-    delta = (dO * (P @ V)).sum(-1, keepdims=True)
-    return P * (dO @ V.T - delta)
+    # Another route than the kernel's (and the solution's): per row, the softmax Jacobian
+    # diag(p) - p p^T applied to dP = dO V^T, with p the row's softmax taken from S alone (its
+    # max subtracted; ``lse`` unused) and no delta shortcut. A row with no key gets zeros.
+    # Shapes (Lq, Lk), (Lq,), (Lk, dv), (Lq, dv) -> (Lq, Lk).
+    dS = np.zeros(S.shape)
+    dP = dO @ V.T
+    for i, s in enumerate(S):
+        if np.isneginf(s).all():
+            continue
+        p = np.exp(s - s.max())
+        p /= p.sum()
+        dS[i] = (np.diag(p) - np.outer(p, p)) @ dP[i]
+    return dS
 
 
 def _lse(S: np.ndarray) -> np.ndarray:

@@ -62,7 +62,8 @@ def check_page_slot() -> List[Case]:
         ("pages of one token", [3, 0, 5, 1], 1, 2),
         ("pages out of order in the pool", [30, 4, 17, 4096], 16, 63),
     ]:
-        want = (table[pos // size], pos % size)
+        # another route than the solution's // and %: lay the table's pages out slot by slot
+        want = [(page, offset) for page in table for offset in range(size)][pos]
         cases.append(Case(name, (table, size, pos), _slot_judge(want),
                           shown=f"block_table={table}, page_size={size}, position={pos}"))
     return cases
