@@ -23,8 +23,10 @@ Tiles that the mask or causality leave empty are **skipped** (never computed), a
 that are entirely allowed skip the element mask too: the tile plan of
 ``attn_edu.masks.tiles`` (:class:`~attn_edu.masks.TilePlan`), worked out one row
 block at a time inside the loop, or built once with :func:`attn_edu.masks.plan_tiles`
-and passed as ``mask=``. Peak extra memory is O(block_q * block_k + L * d) per batch
-element, never O(L_q * L_k) (besides a mask the caller passes in).
+and passed as ``mask=``. Peak extra memory is the output, O(L_q * d_v), plus one set of
+tile buffers (O(block_q * (block_k + d))) for each of the :func:`numpy_workers` threads that
+run row blocks at once, per batch element; never O(L_q * L_k) (besides a mask the caller
+passes in).
 
 NumPy arrays run the NumPy loop here; torch tensors (CPU or CUDA) run the PyTorch twin,
 :func:`attn_edu.flash_torch.flash_attention` (same loop, plain differentiable torch ops).
@@ -41,10 +43,11 @@ from typing import Any, List, Optional, Union
 import numpy as np
 
 from ._call import AttentionCall, TileRecord, attention_call, pack_outputs
+from ._checks import check_positive_int
 from .masks import causal_block, causal_offset_or_none
 from .masks.tiles import mask_tile, plan_checked, row_block_tiles, tile_bounds
 
-__all__ = ["TileRecord", "flash_attention"]
+__all__ = ["TileRecord", "flash_attention", "numpy_workers"]
 
 
 # ----------------------------------------------------------------------------- NumPy loop
@@ -59,29 +62,51 @@ _BLAS_CONTROLLER: Any = None  # threadpoolctl.ThreadpoolController, or False wit
 _POOLS: dict = {}
 
 
-@contextmanager
-def _single_threaded_blas():
-    """Run the tile loop with one BLAS thread per worker, when threadpoolctl is installed.
-
-    The tiles' matrix products are small; a multi-threaded BLAS splits each one across
-    every core and its threads then wait on each other (badly so on a busy machine).
-    Like FlashAttention on a GPU, the loop instead runs row blocks in parallel, one
-    worker per core. Yields the number of workers to use (1 without threadpoolctl, so
-    BLAS keeps its own threads and nothing is oversubscribed).
-    """
+def _blas_controller() -> Any:
+    """threadpoolctl's controller, built once (inspecting the loaded libraries costs about a
+    millisecond), or False when threadpoolctl is not installed."""
     global _BLAS_CONTROLLER
     if _BLAS_CONTROLLER is None:
         try:
             from threadpoolctl import ThreadpoolController
         except ImportError:
             _BLAS_CONTROLLER = False
-        else:  # built once: inspecting the loaded libraries costs about a millisecond
+        else:
             _BLAS_CONTROLLER = ThreadpoolController()
-    if _BLAS_CONTROLLER is False:
-        yield 1
-        return
-    with _BLAS_CONTROLLER.limit(limits=1, user_api="blas"):
-        yield _cpu_count()
+    return _BLAS_CONTROLLER
+
+
+def numpy_workers(lq: int, block_q: int) -> int:
+    """How many threads the NumPy loop of :func:`flash_attention` runs row blocks on at once.
+
+    ``min(usable CPU cores, ceil(lq / block_q))`` when threadpoolctl is installed, else 1
+    (BLAS then keeps its own threads and nothing is oversubscribed). A traced call, and one
+    with fewer than 8 tiles to compute, runs in order on one thread whatever this says.
+    Each worker holds its own tile buffers, so the loop's extra memory besides the output
+    grows with this number (up to the core count), not with the sequence length: chapter 09
+    measures it.
+
+    >>> numpy_workers(100, 128)   # one row block: one thread
+    1
+    """
+    lq, block_q = check_positive_int("lq", lq), check_positive_int("block_q", block_q)
+    row_blocks = -(-lq // block_q)
+    if row_blocks < 2 or _blas_controller() is False:
+        return 1
+    return min(_cpu_count(), row_blocks)
+
+
+@contextmanager
+def _single_threaded_blas():
+    """One BLAS thread per worker while the row blocks run in parallel.
+
+    The tiles' matrix products are small; a multi-threaded BLAS splits each one across
+    every core and its threads then wait on each other (badly so on a busy machine).
+    Like FlashAttention on a GPU, the loop instead runs row blocks in parallel, one
+    worker per core (:func:`numpy_workers`).
+    """
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        yield
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:
@@ -171,17 +196,14 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
             with np.errstate(divide="ignore"):  # l = 0 only when m = -inf: no allowed key
                 lse[..., r0:r1] = m + np.log(l)
 
-    if return_trace or len(rows) < 2 or computed.sum() < 8:  # small or traced: in order
+    small = return_trace or computed.sum() < 8  # small or traced: in order
+    workers = 1 if small else numpy_workers(lq, block_q)
+    if workers < 2:
         for i in range(len(rows)):
             row_block(i)
-    else:
-        with _single_threaded_blas() as workers:
-            workers = min(workers, len(rows))
-            if workers < 2:
-                for i in range(len(rows)):
-                    row_block(i)
-            else:  # row blocks are independent: each worker owns its own m, l, A and tile
-                list(_pool(workers).map(row_block, range(len(rows))))
+    else:  # row blocks are independent: each worker owns its own m, l, A and tile buffers
+        with _single_threaded_blas():
+            list(_pool(workers).map(row_block, range(len(rows))))
     return out, lse, trace
 
 

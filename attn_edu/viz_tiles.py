@@ -5,20 +5,24 @@ watched step by step.
   :attr:`attn_edu.masks.TilePlan.schedule`) as one plotly heatmap trace;
 * :func:`tile_trace_figure` -- ``flash_attention(..., return_trace=True)`` replayed one
   tile per slider step: which tile, the running max ``m`` and sum ``l`` of the current
-  query block, and the partial output ``o = A / l`` of every row so far.
+  query block, and the partial output ``o = A / l`` of every row so far;
+* :func:`fit_axis_ranges` -- axis ranges of a slider figure that hold every frame's bars
+  (the block-size explorer's bytes and tile counts change by orders of magnitude with B).
 
 plotly is imported inside the functions, so importing this module does not need it.
 Used by chapter 09.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+import math
+import re
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
 from .viz import slider_figure
 
-__all__ = ["TILE_KINDS", "TILE_COLORS", "tile_layout_heatmap", "tile_trace_figure"]
+__all__ = ["TILE_KINDS", "TILE_COLORS", "fit_axis_ranges", "tile_layout_heatmap", "tile_trace_figure"]
 
 #: Names of a tile plan's schedule values 0, 1, 2.
 TILE_KINDS = ("skipped", "partial", "full")
@@ -117,4 +121,37 @@ def tile_trace_figure(trace: Sequence[Any], out: Any, title: Optional[str] = Non
                     xaxis3=dict(range=[-0.5, L - 0.5], title="query row"), yaxis3=dict(range=[0, l_max]),
                     yaxis4=dict(autorange="reversed", title="query row"), xaxis4=dict(title="output column")))
     fig.layout.sliders[0].currentvalue.xanchor = "right"  # clear of the Play button
+    return fig
+
+
+def fit_axis_ranges(fig: Any, axes: Union[str, Sequence[str]]):
+    """Set the range of each axis in ``axes`` (layout names: ``"yaxis2"``, ``"xaxis"``) so
+    that it holds every value drawn on it in the figure's data and in all its frames (a
+    :func:`attn_edu.viz.sweep_figure`'s steps): no step clips a bar. A linear axis gets
+    ``[0, 1.2 x max]`` (room for a label outside a bar; from ``1.2 x min`` when that is
+    negative); a log axis runs from half the smallest positive value to three times the
+    largest, so that a bar of 1 still shows (a log axis has no 0 for a bar to rise from).
+    Returns ``fig``, changed in place. Chapter 09's block-size explorer uses it.
+    """
+    names = [axes] if isinstance(axes, str) else list(axes)
+    for name in names:
+        if not (isinstance(name, str) and re.fullmatch(r"[xy]axis([2-9]|[1-9][0-9]+)?", name)):
+            raise ValueError(f"axes names layout axes such as 'yaxis' or 'xaxis2'; got {name!r}")
+        letter, ref = name[0], name[0] + name[5:]  # "yaxis2" -> "y", "y2"
+        values = []
+        for traces in [fig.data] + [f.data for f in fig.frames]:
+            for tr in traces:
+                if (getattr(tr, letter + "axis", None) or letter) == ref and getattr(tr, letter, None) is not None:
+                    values.extend(np.ravel(np.asarray(getattr(tr, letter), dtype=float)).tolist())
+        values = np.array([x for x in values if np.isfinite(x)])
+        if values.size == 0:
+            raise ValueError(f"no trace draws a finite {letter} value on {name}")
+        if fig.layout[name].type == "log":
+            positive = values[values > 0]
+            if positive.size == 0:
+                raise ValueError(f"{name} is a log axis but no value on it is positive")
+            fig.layout[name].range = [math.log10(positive.min() / 2), math.log10(positive.max() * 3)]
+        else:
+            low, high = min(values.min(), 0.0), max(values.max(), 0.0)
+            fig.layout[name].range = [1.2 * low, 1.2 * high if high > 0 else 1.0]
     return fig

@@ -349,14 +349,50 @@ def _peak(fn):
         tracemalloc.stop()
 
 
-def test_peak_memory_is_linear_not_quadratic():
-    n, d, b = 2048, 32, 128
-    q, k, v = qkv(n, n, d=d, dv=d, lead=(), dtype=np.float32)
-    tiled = _peak(lambda: flash_attention(q, k, v, block_q=b, block_k=b, causal=True))
+def tile_buffer_bytes(bq, bk, d, itemsize):
+    """One worker's buffers, counted from the loop: the scaled Q block, A, the product P V and
+    the final A / l (bq x d each) and the tile of scores S = P (bq x bk)."""
+    return (4 * bq * d + bq * bk) * itemsize
+
+
+#: tracemalloc also sees the loop's Python bookkeeping (the BLAS limiter, the thread pool,
+#: the row and column bounds, per-row vectors): under 64 KiB measured, allowed twice that.
+BOOKKEEPING = 128 * 1024
+
+
+@pytest.mark.parametrize("cores", [1, 16, 64])
+def test_peak_memory_is_the_output_plus_one_set_of_tiles_per_worker(monkeypatch, cores):
+    """The extra memory of the NumPy loop is O(n d) (the output) plus W sets of tile buffers,
+    W = numpy_workers = min(cores, row blocks): it does not grow with n once W stops growing,
+    and stays far below one (n, n) matrix for any core count (chapter 09 asserts the same)."""
+    pytest.importorskip("threadpoolctl")  # without it the loop runs on one thread
+    import attn_edu.flash as flash
+
+    monkeypatch.setattr(flash, "_cpu_count", lambda: cores)
+    d, b = 64, 128
+    for n in (2048, 4096):
+        q, k, v = qkv(n, n, d=d, dv=d, lead=(), dtype=np.float32, seed=n)
+        workers = flash.numpy_workers(n, b)
+        assert workers == min(cores, n // b)
+        out = flash_attention(q, k, v, block_q=b, block_k=b)  # the pool of this size exists
+        tiled = _peak(lambda: flash_attention(q, k, v, block_q=b, block_k=b))
+        bound = out.nbytes + workers * tile_buffer_bytes(b, b, d, 4) + BOOKKEEPING
+        assert out.nbytes < tiled <= bound, (n, cores, tiled, bound)
+        assert tiled < n * n * 4 / 5  # below one (n, n) float32 matrix, even with 64 workers
     naive = _peak(lambda: sdpa(q, k, v))
     assert naive >= n * n * 4  # the (n, n) float32 scores exist
-    assert tiled <= n * n * 4 / 16  # a few tiles plus O(n * d), far below one score matrix
-    assert tiled <= 8 * b * b * 4 + 8 * n * d * 4
+
+
+def test_numpy_workers_follows_the_cores_and_the_row_blocks(monkeypatch):
+    import attn_edu.flash as flash
+
+    monkeypatch.setattr(flash, "_cpu_count", lambda: 16)
+    monkeypatch.setattr(flash, "_BLAS_CONTROLLER", object())  # as if threadpoolctl were installed
+    assert [flash.numpy_workers(n, 128) for n in (100, 128, 129, 1024, 2048, 8192)] == [1, 1, 2, 8, 16, 16]
+    monkeypatch.setattr(flash, "_BLAS_CONTROLLER", False)  # without threadpoolctl: one thread
+    assert flash.numpy_workers(8192, 128) == 1
+    with pytest.raises(ValueError, match="block_q"):
+        flash.numpy_workers(100, 0)
 
 
 # --------------------------------------------------------------------------- errors
@@ -537,15 +573,15 @@ def test_torch_twin_on_cuda():
 
 def test_parallel_row_blocks_give_the_same_numbers(monkeypatch):
     """With threadpoolctl the NumPy loop runs row blocks on several threads; force that path."""
-    from contextlib import contextmanager
-
     import attn_edu.flash as flash
 
     q, k, v = qkv(70, 90, lead=(2,), seed=6, dtype=np.float32, dv=7)
     m = np.random.default_rng(0).random((2, 1, 90)) < 0.7
     serial, lse_s, _ = flash_attention(q, k, v, mask=m, causal=True, block_q=8, block_k=8,
                                        return_lse=True, return_trace=True)  # traced: in order
-    monkeypatch.setattr(flash, "_single_threaded_blas", contextmanager(lambda: (yield 3)))
+    pytest.importorskip("threadpoolctl")  # without it the loop runs on one thread
+    monkeypatch.setattr(flash, "_cpu_count", lambda: 3)
+    assert flash.numpy_workers(70, 8) == 3
     out, lse = flash_attention(q, k, v, mask=m, causal=True, block_q=8, block_k=8, return_lse=True)
     assert_same_up_to_rounding(out, serial)  # other threads, other BLAS settings
     assert_same_up_to_rounding(lse, lse_s)
