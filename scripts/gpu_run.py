@@ -77,8 +77,9 @@ MIN_STEP_S = 10
 #: the executed notebooks of one chapters step, compressed (what a GPU lease returns: 16 MiB a file)
 ARTIFACT_CAP_BYTES = 16 * 2**20
 MEASUREMENTS = ("backward", "forward_cudnn", "causal_d128", "host_time", "decode_graph", "memory")
-#: the dry run's chapter (short) and how many of its cells run
-DRY_CHAPTER, DRY_CELLS = "01_soft_lookup", 6
+#: the dry run's chapter (short) and how many of its code cells run: six as it is (the setup,
+#: the imports, a figure), the first one (the setup) under the T4 profile
+DRY_CHAPTER, DRY_CELLS = "01_soft_lookup", {None: 6, "t4": 1}
 DRY_TESTS = ["tests/test_reference_torch.py", "-k", "test_cuda_matches_reference"]   # they skip on a CPU
 PROBE_MARK = "__ATTN_EDU_PROBE__"
 
@@ -618,13 +619,14 @@ def _chapters_step(run: Run, t4: bool) -> Tuple[str, str, List[str], Dict[str, A
     doc_path = run.rundir / f"{kind_name}_{run.gpu}.json"
     art_path = run.rundir / f"executed{'_t4' if t4 else ''}_{run.gpu}.zip"
     python, where = kernel_python(run)
+    cells = DRY_CELLS["t4" if t4 else None] if run.dry else None
     env = {"PYTHONPATH": run.env["PYTHONPATH"]}
     if run.dry:
         env["TRITON_INTERPRET"] = "1"
     if t4:
         env["ATTN_EDU_GPU_PROFILE"] = "t4"
     doc = {**run.header("chapters"), "profile": "t4" if t4 else None, "kernel_python": str(python),
-           "where": where, "deadline_s": run.args.deadline, "max_cells": DRY_CELLS if run.dry else None,
+           "where": where, "deadline_s": run.args.deadline, "max_cells": cells,
            "chapters": [], "artifact": None, "t4_estimates": None, "stack": None}
     # a second command (--chapters ...) adds to the first one's record of the same commit
     earlier: List[Dict[str, Any]] = []
@@ -641,7 +643,7 @@ def _chapters_step(run: Run, t4: bool) -> Tuple[str, str, List[str], Dict[str, A
         if run.left() < MIN_STEP_S:
             doc["chapters"].append({"chapter": path.stem, "status": "not_run", "reason": "out of time"})
             continue
-        rec, nb = execute_notebook(path, python, run.deadline_at, max_cells=DRY_CELLS if run.dry else None,
+        rec, nb = execute_notebook(path, python, run.deadline_at, max_cells=cells,
                                    env=env, block=("triton",) if run.dry and where == "colab stand-in" else ())
         kernel = kernel or rec.get("kernel")
         doc["chapters"].append(rec)
@@ -663,7 +665,7 @@ def _chapters_step(run: Run, t4: bool) -> Tuple[str, str, List[str], Dict[str, A
     n_br = sum(len(c.get("gpu_branches", [])) for c in doc["chapters"])
     n_ran = sum(b["ran"] for c in doc["chapters"] for b in c.get("gpu_branches", []))
     summary = (f"{len(done)}/{len(doc['chapters'])} chapters ran to the end"
-               + (f" (first {DRY_CELLS} cells)" if run.dry else "")
+               + (f" (its first {cells} code cells)" if cells else "")
                + (f"; not: {', '.join(c['chapter'][:2] + ' ' + c['status'] for c in bad)}" if bad else "")
                + f"; GPU branches ran {n_ran}/{n_br}"
                + (f"; peak GPU {peak['gpu_peak_bytes'] / 2**30:.2f} GiB ({peak['chapter'][:2]})" if peak else "; no GPU memory used")
@@ -897,6 +899,26 @@ def _with_wheels(args: argparse.Namespace) -> None:
     os.execve(sys.executable, [sys.executable, __file__, *args.argv], env)
 
 
+def bundle(out: Path, dest: Path) -> List[Path]:
+    """``dest/gpu-run.tgz``: every document and log under ``out`` (the executed notebooks'
+    zips copied beside it, already compressed); returns the files."""
+    import shutil
+    import tarfile
+
+    dest.mkdir(parents=True, exist_ok=True)
+    tmp = dest / "gpu-run.tgz.tmp"
+    with tarfile.open(tmp, "w:gz") as tar:
+        for f in sorted(out.rglob("*")):
+            if f.is_file() and f.suffix in (".json", ".log", ".xml") and dest not in f.parents:
+                tar.add(f, arcname=str(f.relative_to(out)))
+    tmp.replace(dest / "gpu-run.tgz")
+    zips = []
+    for z in sorted((out / "run").glob("*.zip")):
+        shutil.copy2(z, dest / z.name)
+        zips.append(dest / z.name)
+    return [dest / "gpu-run.tgz", *zips]
+
+
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bash scripts/gpu-bench.sh", description=__doc__.split("\n\n")[0])
     p.add_argument("--dry-run", action="store_true", help="every step on the CPU, tiny sizes (documents marked dry_run)")
@@ -913,6 +935,9 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
                    "the Colab stand-in in a dry run)")
     p.add_argument("--wheels", default=str(WHEELS), help="Colab's notebook stack as wheels, installed when "
                    "the folder is there (scripts/colab_wheels.py)")
+    p.add_argument("--bundle", default=None, help="after every step, also pack the documents and logs into "
+                   "BUNDLE/gpu-run.tgz and copy the executed notebooks' zips beside it (a few files, e.g. "
+                   "for a lease's $OUT, which returns at most 8)")
     p.add_argument("--list", action="store_true", help="print the steps and exit")
     args = p.parse_args(list(argv))
     args.argv = list(argv)
@@ -967,6 +992,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         run.record({"step": step.name, "status": status, "seconds": round(took, 3), "summary": summary,
                     "outputs": outputs, "date": _now(), **extra})
         bad |= status != "ok"
+        if args.bundle:
+            bundle(run.out, Path(args.bundle))
     print(f"==> summary ({run.run_path.relative_to(run.out)}):")
     for line in run.lines:
         print(line)
