@@ -665,7 +665,7 @@ def _chapters_step(run: Run, t4: bool) -> Tuple[str, str, List[str], Dict[str, A
     n_br = sum(len(c.get("gpu_branches", [])) for c in doc["chapters"])
     n_ran = sum(b["ran"] for c in doc["chapters"] for b in c.get("gpu_branches", []))
     summary = (f"{len(done)}/{len(doc['chapters'])} chapters ran to the end"
-               + (f" (its first {cells} code cells)" if cells else "")
+               + ((" (its first code cell)" if cells == 1 else f" (its first {cells} code cells)") if cells else "")
                + (f"; not: {', '.join(c['chapter'][:2] + ' ' + c['status'] for c in bad)}" if bad else "")
                + f"; GPU branches ran {n_ran}/{n_br}"
                + (f"; peak GPU {peak['gpu_peak_bytes'] / 2**30:.2f} GiB ({peak['chapter'][:2]})" if peak else "; no GPU memory used")
@@ -750,7 +750,8 @@ def t4_estimates(run: Run) -> Dict[str, Any]:
     for line in lines:
         print(f"    {line}", flush=True)
     if res.returncode != 0:
-        print(f"    --t4-estimates exited {res.returncode}: {res.stderr.strip()[-300:]}", flush=True)
+        last = (res.stderr.strip().splitlines() or [""])[-1]
+        print(f"    --t4-estimates exited {res.returncode}: {last[-300:]}", flush=True)
     return {"exit_code": res.returncode, "lines": lines, "error": res.stderr[-2000:] if res.returncode else None}
 
 
