@@ -1,26 +1,38 @@
 #!/usr/bin/env bash
-# Run every GPU measurement the book plots, on a machine with a CUDA GPU, and write the
-# results as JSON (schema attn_edu.bench/1: device name, versions, commit, date) into
-# attn_edu/data/bench/ (or OUTDIR; decode sweeps in its decode/). Commit those files:
-# chapters 08, 10, 11 and 13 plot them, labelled with the device.
+# The GPU run: one command for a machine with a CUDA GPU (ours, or a reader's), under a
+# deadline, most-needed steps first. The steps and their documents: scripts/gpu_run.py.
 #
 #   bash scripts/gpu-bench.sh --check               # first: is this machine ready? (minutes)
-#   bash scripts/gpu-bench.sh [OUTDIR]              # then the measurements (README: how long)
+#   bash scripts/gpu-bench.sh [OUTDIR] [OPTIONS]    # the run: chapters (Run all), the T4 profile,
+#                                                   # the measurements, the GPU tests, the sweeps
+#   bash scripts/gpu-bench.sh --from STEP           # a second command: go on where one stopped
 #   bash scripts/gpu-bench.sh --dry-run OUTDIR      # every step on the CPU, tiny sizes
+#   bash scripts/gpu-bench.sh --list                # the steps, in order
+#
+# OPTIONS (python scripts/gpu_run.py --help): --deadline S (default 540, or
+# $GPU_BENCH_DEADLINE; 0: none), --from STEP, --only STEP..., --chapters NN..., --out DIR.
+# The documents (schema attn_edu.bench/1: device, versions, commit, date) go to
+# attn_edu/data/bench/ (or OUTDIR): the sweeps where chapters 08, 10, 11 and 13 read them,
+# the run's own (run/run_GPU.json, run/chapters_GPU.json, the executed chapters as
+# run/executed_GPU.zip, run/gpu_tests_GPU.json) and the measurements (measure/) beside them.
+# Each is written the moment its step ends, so a deadline leaves the earlier ones.
+# When the checkout carries .colab-wheels/ (python scripts/colab_wheels.py), Colab's notebook
+# stack is installed from it (pip --no-index) over this machine's torch and triton first.
 #
 # --check looks for what Triton needs at run time (a C compiler and Python's headers: it
 # builds its kernel launcher on the first launch), the NVIDIA driver, the GPU's compute
 # capability and free memory, then runs the GPU tests (pytest -m "triton or cuda"); each failure is
 # printed with a fix. Without a GPU it says so and exits 1.
-# The run never stops early: a missed goal, a point that runs out of memory or a step
-# that fails is recorded (in the JSON, with its reason; the exit code of every step in
-# OUTDIR/gpu-bench.log) and the next step runs. The exit code is 1 when any step failed.
+# The run never stops early: a missed goal, a point that runs out of memory, a chapter or a
+# step that fails is recorded (in the JSON, with its reason) and the next step runs. The
+# exit code is 1 when any step failed, was stopped or did not run.
 # Every GPU step runs in the GPU's half type (bfloat16 from compute capability 8.0,
 # float16 before: a T4), never float32, and compares with SDPA's best backend there.
-# --dry-run runs the same pipeline on the CPU (Triton's interpreter, float32, n <= 128)
-# and marks every document "dry_run": true: it checks the pipeline, its numbers are
-# CPU numbers. CI runs it and builds the chapters' figures from its output
-# (tests/test_gpu_pipeline.py); ATTN_EDU_BENCH_DATA=OUTDIR makes the chapters read it.
+# --dry-run runs the same pipeline on the CPU (Triton's interpreter, float32, n <= 128, the
+# first cells of one chapter in the Colab stand-in) and marks every document "dry_run": true:
+# it checks the pipeline, its numbers are CPU numbers. CI runs it and builds the chapters'
+# figures from its output (tests/test_gpu_pipeline.py); ATTN_EDU_BENCH_DATA=OUTDIR makes the
+# chapters read it.
 #
 # Python: $PYTHON if set, else the active virtual environment's ($VIRTUAL_ENV), else
 # this checkout's .venv, else python3 -- never a bare `python` from PATH, which may be
@@ -129,101 +141,11 @@ if [[ "${1:-}" == "--check" ]]; then
   check_machine
   exit $?
 fi
-DRY=0
-if [[ "${1:-}" == "--dry-run" ]]; then
-  DRY=1
-  out=${2:?"usage: bash scripts/gpu-bench.sh --dry-run OUTDIR"}
-  export TRITON_INTERPRET=1   # before anything imports triton
-else
-  out=${1:-attn_edu/data/bench}
+# the run itself: scripts/gpu_run.py (OUTDIR as the first argument, as before, is --out OUTDIR)
+args=()
+if [[ "${1:-}" == "--dry-run" && -n "${2:-}" && "${2:-}" != -* ]]; then
+  args=(--dry-run --out "$2"); shift 2
+elif [[ -n "${1:-}" && "${1:-}" != -* ]]; then
+  args=(--out "$1"); shift
 fi
-mkdir -p "$out"
-log="$out/gpu-bench.log"
-: > "$log"
-failed=0
-# A lease or a Colab session may end before the whole run does. GPU_BENCH_DEADLINE=S ends
-# the run S seconds after it starts, GPU_BENCH_STEP_TIMEOUT=S ends any one step after S
-# seconds: a step that is stopped writes no JSON, and the log records it as "exit=124"
-# (stopped) or "skipped: out of time"; the steps come most-needed first.
-start_s=$SECONDS
-step() {  # step NAME COMMAND...: run it, record its exit code, never abort
-  local name=$1; shift
-  local limit=${GPU_BENCH_STEP_TIMEOUT:-0}
-  if [[ -n "${GPU_BENCH_DEADLINE:-}" ]]; then
-    local left=$(( GPU_BENCH_DEADLINE - (SECONDS - start_s) ))
-    if (( left < 10 )); then
-      echo "==> $name: skipped, out of time"; echo "$name skipped: out of time" >> "$log"
-      failed=1; return 0
-    fi
-    (( limit == 0 || left < limit )) && limit=$left
-  fi
-  echo "==> $name"
-  local t0=$SECONDS
-  if (( limit > 0 )); then timeout "$limit" "$@"; else "$@"; fi
-  local rc=$?
-  local lim=""; (( limit > 0 )) && lim="limit ${limit}s, "
-  echo "$name exit=$rc (${lim}took $(( SECONDS - t0 ))s)" >> "$log"
-  [[ $rc -eq 0 ]] || { echo "    ($name exited with $rc: recorded, going on)"; failed=1; }
-  return 0
-}
-
-if [[ $DRY -eq 1 ]]; then
-  gpu=dry-run-cpu
-  DEV=(--device cpu --dtype float32 --batch 1 --heads 1)
-  NS=(32 64); NS_CAUSAL=(64); DS=(16); REP=(--repeat 2 --warmup 1)
-  BLOCKS=(--block-q 16 --block-k 16)
-  GOALS=(--goals --dry-run --goal-n 256)
-  SPARSE=(--block-sparse --dry-run --n 64 --d 16 --heads 1 --block-q 16 --block-k 16
-          --flex-block-q 16 --flex-block-k 16 --densities 1.0 0.5 --patterns window)
-  DRYFLAG=(--dry-run)
-  SDPA_IMPLS=(torch_sdpa_flash torch_sdpa_efficient torch_sdpa_math)
-  SDPA_BEST=torch_sdpa_flash
-  DECODE="contexts=(64,), batches=(1,), heads=2, kv_heads=1, d=16, dtype='float32', device='cpu', repeat=2, warmup=1"
-else
-  if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-    echo "no CUDA GPU: nothing to measure (bash scripts/gpu-bench.sh --dry-run DIR checks the pipeline)"
-    exit 1
-  fi
-  gpu=$("$PY" -c "import torch; print(torch.cuda.get_device_name().replace(' ', '_'))")
-  dt=$("$PY" -c "from attn_edu.bench import gpu_half_dtype; print(gpu_half_dtype())")  # never float32
-  # the SDPA backends that run here in that dtype, best first (no flash on a T4)
-  read -r -a SDPA_IMPLS <<< "$("$PY" -c "from attn_edu.bench import sdpa_backends
-print(' '.join('torch_sdpa_' + b for b in sdpa_backends('cuda', '$dt')))")"
-  [[ ${#SDPA_IMPLS[@]} -gt 0 ]] || SDPA_IMPLS=(torch_sdpa_math)  # the probe failed: the rows will say why
-  SDPA_BEST=${SDPA_IMPLS[0]}
-  DEV=(--device cuda --dtype "$dt" --batch 4 --heads 16)
-  NS=(1024 2048 4096 8192 16384); NS_CAUSAL=(4096 8192 16384); DS=(64 128); REP=(--repeat 20 --warmup 3)
-  BLOCKS=(--block-q 128 --block-k 128)
-  GOALS=(--goals)
-  SPARSE=(--block-sparse --n 8192 16384)
-  DRYFLAG=()
-  DECODE="dtype='$dt'"
-fi
-
-sweep() {  # sweep D: every implementation over NS at head dimension D, with peak memory
-  step "sweep d=$1" "$PY" -m attn_edu.bench "${DEV[@]}" --d "$1" --n "${NS[@]}" \
-    --impl triton "${SDPA_IMPLS[@]}" torch_naive torch_flash \
-    "${BLOCKS[@]}" --memory "${REP[@]}" --no-progress "${DRYFLAG[@]}" \
-    --out "$out/gpu_${gpu}_d$1.json"
-}
-# Most-needed first (a deadline cuts from the end): correctness, the first head dimension's
-# sweep (chapters 08 and 10), the goals, causal, decode (chapter 13), block-sparse
-# (chapter 11), then the other head dimensions.
-step "correctness: every kernel against float64, in the GPU's half type" "$PY" -m attn_edu.bench \
-  --correctness "${DRYFLAG[@]}"
-sweep "${DS[0]}"
-step "goals (ratios measured side by side)" "$PY" -m attn_edu.bench "${GOALS[@]}" \
-  --out "$out/goals_${gpu}.json"
-step "causal sweep" "$PY" -m attn_edu.bench "${DEV[@]}" --d "${DS[0]}" --causal --n "${NS_CAUSAL[@]}" \
-  --impl triton "$SDPA_BEST" "${REP[@]}" --no-progress "${DRYFLAG[@]}" \
-  --out "$out/gpu_${gpu}_d${DS[0]}_causal.json"
-mkdir -p "$out/decode"
-step "decoding (L_q = 1): split-KV Triton kernel vs SDPA over the KV-cache length" "$PY" -c \
-  "from attn_edu import bench; bench.save_results(bench.decode_sweep($DECODE), '$out/decode/decode_${gpu}.json')"
-step "block-sparse kernel vs dense and FlexAttention" "$PY" -m attn_edu.bench "${SPARSE[@]}" \
-  --out "$out/block_sparse_${gpu}.json"
-for D in "${DS[@]:1}"; do sweep "$D"; done
-echo "==> done ($log):"
-cat "$log"
-[[ $DRY -eq 1 ]] || echo "    git add $out && git commit"
-exit $failed
+exec "$PY" scripts/gpu_run.py --python "$PY" "${args[@]}" "$@"

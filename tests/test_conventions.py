@@ -227,8 +227,10 @@ def test_command_line_flags_say_block_q_and_block_k():
     flags = {a for action in cli._parser()._actions for a in action.option_strings}
     assert {"--block-q", "--block-k"} <= flags
     assert not {"--block", "--block-m", "--block-n", "--json"} & flags
-    gpu_bench = (ROOT / "scripts" / "gpu-bench.sh").read_text()
-    assert not re.search(r"--block\b(?!-)|-m attn_edu.kernels", gpu_bench)
+    for script in ("gpu-bench.sh", "gpu_run.py"):   # the GPU run's steps are in gpu_run.py
+        text = (ROOT / "scripts" / script).read_text()
+        assert not re.search(r"--block\b(?!-)|-m attn_edu.kernels", text), script
+    assert '"--block-q"' in text   # the file that spells the flags is the one read
 
 
 def test_doc_comments_do_not_start_with_a_field_colon():

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -21,37 +23,111 @@ from attn_edu import bench, profiling
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: Steps of the dry run that call options other branches add (issue 39): until they are merged
+#: here, such a step fails with argparse's "unrecognized arguments" and only then is tolerated.
+#: DELETE this list (and its uses below) once attn_edu.bench has --measure (helper i39b) and
+#: --t4-estimates (helper i39c).
+PENDING_OPTIONS = {**{f"measure-{m}": "--measure" for m in (
+    "backward", "forward_cudnn", "causal_d128", "host_time", "decode_graph", "memory")}, "t4": "--t4-estimates"}
+
+
 @pytest.fixture(scope="module")
 def dry_run_dir(tmp_path_factory):
     pytest.importorskip("torch")  # the pipeline runs the PyTorch and Triton sweeps
     pytest.importorskip("plotly")
+    pytest.importorskip("nbclient")
+    pytest.importorskip("jsonschema")
     out = tmp_path_factory.mktemp("gpu_bench_dry_run")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(ROOT)
     env["PYTHON"] = sys.executable
+    start = time.perf_counter()
     res = subprocess.run(["bash", "scripts/gpu-bench.sh", "--dry-run", str(out)], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=900)
+    print(f"gpu-bench.sh --dry-run took {time.perf_counter() - start:.0f} s")
     return out, res
 
 
-@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 45 s)
-def test_dry_run_runs_every_step_and_records_failures(dry_run_dir):
+def _pending(step, log_text):
+    """The step failed only because another branch's option is not here yet (PENDING_OPTIONS)."""
+    return step in PENDING_OPTIONS and f"unrecognized arguments: {PENDING_OPTIONS[step]}" in log_text
+
+
+@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 90 s)
+def test_dry_run_runs_every_step_in_order_and_records_each(dry_run_dir):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gpu_run
+
     out, res = dry_run_dir
-    log = (out / "gpu-bench.log").read_text().splitlines()
-    # every step ran although the goals miss (n = 256 on a CPU) and a backend fails
-    assert [line.split(" exit=")[0] for line in log] == [
-        "correctness: every kernel against float64, in the GPU's half type", "sweep d=16",
-        "goals (ratios measured side by side)", "causal sweep",
-        "decoding (L_q = 1): split-KV Triton kernel vs SDPA over the KV-cache length",
-        "block-sparse kernel vs dense and FlexAttention"], \
-        res.stdout[-3000:] + res.stderr[-3000:]
-    assert "Traceback" not in res.stdout + res.stderr, res.stderr[-3000:]
-    assert res.returncode == 1  # a step reported a missed goal / failed point
-    assert " exit=0 " in log[0]  # the kernels pass in the half type (float16 interpreted)
-    assert "kernels against float64, float16" in res.stdout and "FAIL" not in res.stdout.split("==> goals")[0]
+    said = res.stdout[-4000:] + res.stderr[-4000:]
+    (run,) = [json.loads(p.read_text()) for p in (out / "run").glob("run_*.json")]
+    gpu_run.validate(run)
+    assert [s["step"] for s in run["steps"]] == [n for n, _ in gpu_run.STEP_NAMES], said
+    assert run["dry_run"] is True and run["device"]["kind"] == "cpu"
+    # one summary line per step, as it ends and again at the end
+    summary = res.stdout.split("==> summary")[1].splitlines()[1:]
+    assert [re.match(r"\[\s*\d+/\d+\] (\S+)", line).group(1) for line in summary if line.startswith("[")] == \
+        [s["step"] for s in run["steps"]]
+    for s in run["steps"]:
+        assert sum(s["summary"] in line for line in res.stdout.splitlines()) == 2, s
+    status = {s["step"]: s["status"] for s in run["steps"]}
+    for step in PENDING_OPTIONS:
+        if status[step] != "ok":
+            log = out / "run" / "logs" / f"{step}.log"
+            text = log.read_text() if log.exists() else json.dumps(json.loads(
+                (out / "run" / "chapters_t4_dry-run-cpu.json").read_text())["t4_estimates"])
+            assert _pending(step, text), (step, text[-2000:])
+    # what fails in a dry run, by design: the goals (n = 256 on a CPU) and a CUDA-only backend
+    assert {k for k, v in status.items() if v != "ok" and k not in PENDING_OPTIONS} == \
+        {"sweep", "goals"}, status
+    assert res.returncode == 1 and "Traceback" not in said
+    assert not list((out / "run" / "logs").glob("*.error.log"))   # no step raised in the driver
+
+
+@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 90 s)
+def test_dry_run_executes_a_chapter_in_colabs_stack_and_under_the_t4_profile(dry_run_dir):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gpu_run
+    import nbformat
+    import zipfile
+
+    out, res = dry_run_dir
+    for name, profile in (("chapters", None), ("chapters_t4", "t4")):
+        doc = json.loads((out / "run" / f"{name}_dry-run-cpu.json").read_text())
+        gpu_run.validate(doc)
+        assert doc["dry_run"] is True and doc["profile"] == profile
+        (rec,) = doc["chapters"]
+        cells = gpu_run.DRY_CELLS[profile]
+        assert rec["chapter"] == gpu_run.DRY_CHAPTER and rec["status"] == "ok", rec
+        assert rec["cells_run"] == cells == doc["max_cells"] and rec["gpu_memory_note"] == "no CUDA GPU"
+        assert rec["kernel"]["gpu_profile"] == profile            # the profile reached the kernel
+        if doc["where"] == "colab stand-in":                       # Colab's pins, google.colab stood in
+            assert doc["stack"]["colab"] is True and rec["kernel"]["google_colab"], doc["stack"]
+            assert rec["kernel"]["versions"]["ipykernel"] == "6.17.1"
+        art = doc["artifact"]
+        assert art["bytes"] <= art["cap_bytes"] == gpu_run.ARTIFACT_CAP_BYTES
+        with zipfile.ZipFile(out / "run" / art["path"]) as z:
+            nb = nbformat.reads(z.read(f"{gpu_run.DRY_CHAPTER}.ipynb").decode(), as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert all(c.execution_count for c in code[:cells]) and not any(c.execution_count for c in code[cells:])
+        assert "device: cpu" in "".join(o.get("text", "") for o in code[0].outputs)
+    t4 = json.loads((out / "run" / "chapters_t4_dry-run-cpu.json").read_text())["t4_estimates"]
+    if t4["exit_code"] == 0:   # printed by the dry run, a line per chapter GPU branch
+        assert t4["lines"] and all(line in res.stdout for line in t4["lines"])
+    tests = json.loads((out / "run" / "gpu_tests_dry-run-cpu.json").read_text())
+    gpu_run.validate(tests)
+    assert tests["failed"] == tests["errors"] == 0 and tests["skipped"] >= 1   # CUDA tests skip on a CPU
+    assert "triton or cuda" in tests["argv"]
+
+
+@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 90 s)
+def test_dry_run_legacy_sweeps_record_their_failures(dry_run_dir):
+    out, res = dry_run_dir
+    assert "kernels against float64, float16" in (out / "run" / "logs" / "correctness.log").read_text()
+    assert "FAIL" not in (out / "run" / "logs" / "correctness.log").read_text()
     names = sorted(p.name for p in out.glob("*.json"))
     assert names == ["block_sparse_dry-run-cpu.json", "goals_dry-run-cpu.json",
-                     "gpu_dry-run-cpu_d16.json", "gpu_dry-run-cpu_d16_causal.json"]
+                     "gpu_dry-run-cpu_d16.json", "gpu_dry-run-cpu_d16_causal.json", "gpu_dry-run-cpu_d32.json"]
     for doc in bench.load_results(out):
         assert doc["schema"] == bench.SCHEMA and doc["kind"] in bench.KINDS
         assert doc["dry_run"] is True and doc["device"]["kind"] == "cpu"
@@ -80,12 +156,12 @@ def test_dry_run_runs_every_step_and_records_failures(dry_run_dir):
     assert all("autotune_config" in p for p in ratio["details"]["points"])
 
 
-@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 45 s)
+@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 90 s)
 def test_chapter_loaders_and_figures_read_the_dry_run(dry_run_dir, monkeypatch):
     out, _ = dry_run_dir
     assert bench.recorded_results("cuda", data_dir=out) == []  # never a GPU number
     sweeps = bench.recorded_results("cpu", data_dir=out)
-    assert len(sweeps) == 2 and all(d["kind"] == "sweep" for d in sweeps)
+    assert len(sweeps) == 3 and all(d["kind"] == "sweep" for d in sweeps)   # d = 16, 16 causal, 32
     monkeypatch.setenv("ATTN_EDU_BENCH_DATA", str(out))  # how a chapter is pointed at it
     (sparse,) = bench.recorded_results(what="block_sparse")
     for doc in sweeps:
@@ -148,7 +224,7 @@ def test_chapter_10_without_triton_explains_and_skips_the_kernel_cells():
     assert "triton is not installed here" in text and text.count("Skipped: this cell runs") >= 4
 
 
-@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 45 s)
+@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 90 s)
 def test_chapter_10_draws_a_dry_run_folder_as_cpu_data(dry_run_dir, monkeypatch):
     """The cells that draw recorded sweeps, pointed at a dry run's folder (no GPU documents
     there): they say so and draw the CPU ones, labelled. Only the cells they need run."""
@@ -163,7 +239,7 @@ def test_chapter_10_draws_a_dry_run_folder_as_cpu_data(dry_run_dir, monkeypatch)
     assert ns["docs"] and all(d["device"]["kind"] == "cpu" and d["dry_run"] for d in ns["docs"])
 
 
-@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 45 s)
+@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 90 s)
 def test_chapter_11_draws_recorded_block_sparse_runs(dry_run_dir, monkeypatch):
     import chapter_cells
 
@@ -207,7 +283,7 @@ def test_published_numbers_are_cited_and_the_roofline_is_a_model():
         bench.sweep_ratios(sweeps[0], "FlashAttention-2", "FlashAttention-3")
 
 
-@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 45 s)
+@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 90 s)
 def test_landscape_refuses_cpu_documents(dry_run_dir):
     out, _ = dry_run_dir
     with pytest.raises(ValueError, match="GPU measurements only"):
@@ -419,17 +495,64 @@ def test_correctness_step_runs_in_the_half_type_and_records_a_wrong_kernel(monke
     assert all(r["max_error"] < 1e-2 for r in records if r["passed"])
 
 
-@pytest.mark.slow  # runs gpu-bench.sh's first step (imports torch and triton)
-def test_deadline_skips_the_steps_that_no_longer_fit_and_records_them(tmp_path):
-    """GPU_BENCH_DEADLINE: a lease or a Colab session that ends before the run does still
-    gets the most-needed steps, and the log says which steps did not run and why."""
-    pytest.importorskip("torch")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(PYTHONPATH=str(ROOT), PYTHON=sys.executable, GPU_BENCH_DEADLINE="12")
-    res = subprocess.run(["bash", "scripts/gpu-bench.sh", "--dry-run", str(tmp_path)], cwd=ROOT,
-                         env=env, capture_output=True, text=True, timeout=300)
-    log = (tmp_path / "gpu-bench.log").read_text().splitlines()
-    assert log[0].startswith("correctness") and "exit=0 (limit 12s, took" in log[0], log
-    skipped = [line for line in log if line.endswith("skipped: out of time")]
-    assert skipped and skipped == log[len(log) - len(skipped):], log  # the tail, never a gap
-    assert len(log) == 6 and res.returncode == 1  # every step is named; a skipped one fails the run
+@pytest.mark.slow  # a step runs until the deadline stops it (16 s)
+def test_deadline_stops_a_step_skips_the_rest_and_from_continues(tmp_path, monkeypatch, capsys):
+    """A lease or a Colab session that ends before the run does still gets the most-needed
+    steps: the step running at the deadline is stopped (SIGTERM: it writes what it has), the
+    later ones are skipped and named, and a second command --from the first skipped step
+    completes the record. Synthetic steps (scripts/gpu_run.py's own machinery) in place of
+    the real ones, so the times are the test's."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gpu_run
+
+    monkeypatch.setenv("GPU_BENCH_DEADLINE", "12")
+    assert gpu_run.parse(["--dry-run", "--out", "x"]).deadline == 12
+    monkeypatch.delenv("GPU_BENCH_DEADLINE")
+    assert gpu_run.parse(["--dry-run", "--out", "x"]).deadline == gpu_run.DEFAULT_DEADLINE_S == 540
+    header = {"device": {"kind": "cpu", "name": "test"}, "versions": {"python": "3", "attn_edu": "0"},
+              "git_commit": "abc", "git_dirty": False}
+    monkeypatch.setattr(gpu_run.Run, "_machine", lambda self: {"header": header, "label": "dry-run-cpu",
+                                                               "half": "float32", "sdpa": []})
+    names = ["first", "slow", "third", "fourth"]
+    monkeypatch.setattr(gpu_run, "STEP_NAMES", [(n, n) for n in names])
+    partial = tmp_path / "slow.json"
+    slow = ("import json, signal, sys, time\n"
+            "def stop(*a):\n"
+            f"    open({str(partial)!r}, 'w').write(json.dumps({{'schema': 'attn_edu.bench/1', 'dry_run': True,"
+            " 'stopped': 'SIGTERM'}))\n"
+            "    sys.exit(1)\n"
+            "signal.signal(signal.SIGTERM, stop)\nprint('started', flush=True)\ntime.sleep(120)\n")
+
+    def steps(run):
+        quick = lambda name: (lambda: run.command(name, [sys.executable, "-c", f"print('{name} done')"]))
+        return [gpu_run.Step("first", "", quick("first")),
+                gpu_run.Step("slow", "", lambda: run.command("slow", [sys.executable, "-c", slow], [partial])),
+                gpu_run.Step("third", "", quick("third")), gpu_run.Step("fourth", "", quick("fourth"))]
+
+    monkeypatch.setattr(gpu_run, "steps", steps)
+    start = time.monotonic()
+    assert gpu_run.main(["--dry-run", "--out", str(tmp_path), "--deadline", "16"]) == 1
+    assert 15 < time.monotonic() - start < 45
+    said = capsys.readouterr().out
+    run_path = tmp_path / "run" / "run_dry-run-cpu.json"
+    run = json.loads(run_path.read_text())
+    assert [(s["step"], s["status"]) for s in run["steps"]] == [
+        ("first", "ok"), ("slow", "stopped"), ("third", "skipped"), ("fourth", "skipped")]
+    assert run["steps"][1]["outputs"] == ["slow.json"]               # written when SIGTERM came
+    assert json.loads(partial.read_text())["stopped"] == "SIGTERM"
+    assert "continue with  bash scripts/gpu-bench.sh --from third" in said
+    assert said.count("third") >= 2 and "out of time" in said
+    # the second command: the rest, added to the same record
+    assert gpu_run.main(["--dry-run", "--out", str(tmp_path), "--from", "third", "--bundle", str(tmp_path / "b")]) == 0
+    import tarfile
+
+    with tarfile.open(tmp_path / "b" / "gpu-run.tgz") as tar:   # a few files for a lease's $OUT
+        packed = set(tar.getnames())
+    assert {"run/run_dry-run-cpu.json", "run/logs/third.log", "slow.json"} <= packed
+    run = json.loads(run_path.read_text())
+    gpu_run.validate(run)
+    assert [(s["step"], s["status"]) for s in run["steps"]] == [
+        ("first", "ok"), ("slow", "stopped"), ("third", "ok"), ("fourth", "ok")]
+    assert "third done" in (tmp_path / "run" / "logs" / "third.log").read_text()
+    with pytest.raises(SystemExit, match="unknown step 'nope'"):
+        gpu_run.main(["--dry-run", "--out", str(tmp_path), "--from", "nope"])
