@@ -23,14 +23,6 @@ from attn_edu import bench, profiling
 ROOT = Path(__file__).resolve().parents[1]
 
 
-#: Steps of the dry run that call options other branches add (issue 39): until they are merged
-#: here, such a step fails with argparse's "unrecognized arguments" and only then is tolerated.
-#: DELETE this list (and its uses below) once attn_edu.bench has --measure (helper i39b) and
-#: --t4-estimates (helper i39c).
-PENDING_OPTIONS = {**{f"measure-{m}": "--measure" for m in (
-    "backward", "forward_cudnn", "causal_d128", "host_time", "decode_graph", "memory")}, "t4": "--t4-estimates"}
-
-
 @pytest.fixture(scope="module")
 def dry_run_dir(tmp_path_factory):
     pytest.importorskip("torch")  # the pipeline runs the PyTorch and Triton sweeps
@@ -46,11 +38,6 @@ def dry_run_dir(tmp_path_factory):
                          capture_output=True, text=True, timeout=900)
     print(f"gpu-bench.sh --dry-run took {time.perf_counter() - start:.0f} s")
     return out, res
-
-
-def _pending(step, log_text):
-    """The step failed only because another branch's option is not here yet (PENDING_OPTIONS)."""
-    return step in PENDING_OPTIONS and f"unrecognized arguments: {PENDING_OPTIONS[step]}" in log_text
 
 
 @pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 90 s)
@@ -71,14 +58,8 @@ def test_dry_run_runs_every_step_in_order_and_records_each(dry_run_dir):
     for s in run["steps"]:
         assert sum(s["summary"] in line for line in res.stdout.splitlines()) == 2, s
     status = {s["step"]: s["status"] for s in run["steps"]}
-    for step in PENDING_OPTIONS:
-        if status[step] != "ok":
-            log = out / "run" / "logs" / f"{step}.log"
-            text = log.read_text() if log.exists() else json.dumps(json.loads(
-                (out / "run" / "chapters_t4_dry-run-cpu.json").read_text())["t4_estimates"])
-            assert _pending(step, text), (step, text[-2000:])
     # what fails in a dry run, by design: the goals (n = 256 on a CPU) and a CUDA-only backend
-    assert {k for k, v in status.items() if v != "ok" and k not in PENDING_OPTIONS} == \
+    assert {k for k, v in status.items() if v != "ok"} == \
         {"sweep", "goals"}, status
     assert res.returncode == 1 and "Traceback" not in said
     assert not list((out / "run" / "logs").glob("*.error.log"))   # no step raised in the driver
