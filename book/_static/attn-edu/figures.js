@@ -1,7 +1,7 @@
 /* attn-edu book: draw plotly figures only when a reader is about to see them, laid out for
  * the width they get, and operable with the keyboard.
  *
- * The book build (book/_ext/attn_edu_book/figures.py) turns each figure's inline script into
+ * The book build (book/_ext/attn_edu_book.py) turns each figure's inline script into
  * <script type="text/x-attn-edu-plotly" data-div="ID">, which the browser does not run,
  * and loads this file (deferred) on pages that have figures. Here, when a figure comes
  * within about a third of a screen of the viewport, plotly.js is loaded (once, from the URL

@@ -1,6 +1,6 @@
 /* attn-edu book: a figure image opens at full size.
  *
- * The book build (book/_ext/attn_edu_book/images.py, zoomable_images) makes every figure image a
+ * The book build (book/_ext/attn_edu_book.py, _zoomable_images) makes every figure image a
  * link to itself (<a class="attn-edu-zoom">). A tap, a click or Enter on it opens the image
  * here at its natural size -- where a phone shows a matplotlib figure's text at the size it
  * was drawn (the page shows it scaled to the column) -- in a modal <dialog> that scrolls
