@@ -380,6 +380,14 @@ def test_no_file_of_the_book_extension_is_over_500_lines():
     assert len(sizes) >= 5, "book/_ext/attn_edu_book is a package, a module per job"
     over = {name: n for name, n in sizes.items() if n > EXTENSION_MAX_LINES}
     assert not over, f"over {EXTENSION_MAX_LINES} lines: {over} (split the job)"
+
+
+def test_contributing_names_the_module_of_each_job_of_the_extension():
+    guide = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    start = guide.index("- **The site.**")
+    site = guide[start:guide.index("\n## ", start)]  # the bullet, to the next section
+    missing = [p.name for p in EXTENSION_SOURCES if p.name != "__main__.py" and f"`{p.name}`" not in site]
+    assert not missing, f"CONTRIBUTING's \"Where to change what\" (The site.) does not name {missing}"
 # =========================================================================== end of import graph
 
 
