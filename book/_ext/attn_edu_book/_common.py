@@ -21,6 +21,7 @@ BUILD_DIR = EXT_DIR.parents[1] / "_build"
 
 #: a tag's ``class`` or ``id`` attribute, its words the group
 CLASS_ID_RE = re.compile(r'\b(?:class|id)="([^"]*)"')
+
 #: characters a line gives two widths: CJK ideographs, kana, hangul, fullwidth forms and CJK
 #: punctuation (Unicode's East Asian Wide and Fullwidth blocks)
 _WIDE_RE = re.compile("[\u1100-\u115f\u2e80-\u303e\u3041-\u33ff\u3400-\u4dbf\u4e00-\u9fff"

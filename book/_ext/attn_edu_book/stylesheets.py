@@ -4,10 +4,10 @@ paints without fetching anything else first, where it waited seconds on a phone'
 
 A chapter page linked 12 stylesheets (100 KB compressed, most of it Bootstrap and Font
 Awesome rules that match nothing on the page). The ``<style>`` holds the rules of those
-same sheets, in the same order, that can match the page: a rule is dropped when a class or id its selector requires (outside
-``:not()``, ``:is()``...) is neither in the page's HTML nor a word of a script the pages
-run (scripts add classes: ``show``, ``toggle-hidden``...). Every colour mode's rules stay
-(they are attribute selectors). On the way:
+same sheets, in the same order, that can match the page: a rule is dropped when a class or
+id its selector requires (outside ``:not()``, ``:is()``...) is neither in the page's HTML
+nor a word of a script the pages run (scripts add classes: ``show``, ``toggle-hidden``...).
+Every colour mode's rules stay (they are attribute selectors). On the way:
 
 * icon-font glyphs become SVG masks: a rule whose ``content`` is a Font Awesome glyph
   (the theme's admonition icons) draws that glyph's path, read from ``fontawesome.js``,
