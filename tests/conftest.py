@@ -24,6 +24,8 @@
   one). ``bash scripts/gpu-bench.sh --check`` runs ``-m "triton or cuda"`` on a GPU; the
   edit loop, ``bash scripts/test.sh --fast``, runs ``-m "not slow"``.
 
+* **The book's extension.** :func:`book_extension` imports ``book/_ext/attn_edu_book`` (a
+  package, one module per job) for the tests that call its parts without a book build.
 * **Fixtures.** ``numpy_only_venv``: the python of a virtual environment with NumPy only
   (the test environment's NumPy version, setuptools to build attn_edu, pytest and
   hypothesis) and this
@@ -178,6 +180,20 @@ def api_page_members() -> dict:
         out[m.group(1)] = [] if members is None else [x.strip() for x in members.group(1).split(",")]
     return out
 
+
+
+def book_extension(name: str):
+    """The book's Sphinx extension (the package ``book/_ext/attn_edu_book``) imported under
+    ``name``, from its folder, without putting ``book/_ext`` on ``sys.path``: each of its
+    modules as ``name.figures``, ``name.katex``... (its modules import each other relatively,
+    so the package is registered in ``sys.modules`` first)."""
+    folder = Path(__file__).resolve().parents[1] / "book" / "_ext" / "attn_edu_book"
+    spec = importlib.util.spec_from_file_location(name, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 # ------------------------------------------------------------------ fixtures
 CHROMIUM = os.environ.get("ATTN_EDU_CHROMIUM", "/usr/bin/chromium")

@@ -637,13 +637,12 @@ def test_no_heavy_script_blocks_the_first_paint(built_book: Path) -> None:
 
 def test_every_chapter_draws_only_trace_types_of_the_plotly_bundle(built_book: Path) -> None:
     """The trace types each chapter's figures use, against the partial plotly.js bundle the
-    book serves (book/_ext/attn_edu_book.py: BUNDLE_TRACE_TYPES, from the bundle's README)."""
-    import importlib.util
+    book serves (book/_ext/attn_edu_book/figures.py: BUNDLE_TRACE_TYPES, from the bundle's README)."""
     import json as _json
 
-    spec = importlib.util.spec_from_file_location("attn_edu_book", REPO / "book" / "_ext" / "attn_edu_book.py")
-    ext = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ext)
+    from conftest import book_extension
+
+    ext = book_extension("attn_edu_book").figures
     readme = (REPO / "book" / "_static" / "plotly" / "README.md").read_text(encoding="utf-8")
     for kind in ext.BUNDLE_TRACE_TYPES:
         assert f"`{kind}`" in readme, f"{kind} is not a trace type of the vendored bundle"

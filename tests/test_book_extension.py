@@ -1,13 +1,14 @@
-"""book/_ext/attn_edu_book.py, the parts that need no book build: figures deferred with a
-text alternative, icons inlined, math typeset by KaTeX (the browser test checks the pages)."""
+"""book/_ext/attn_edu_book/ (a module per job), the parts that need no book build: figures
+deferred with a text alternative, icons inlined, math typeset by KaTeX (the browser test
+checks the pages)."""
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 from pathlib import Path
 
 import pytest
+from conftest import book_extension
 
 pytest.importorskip("sphinx")
 ROOT = Path(__file__).resolve().parents[1]
@@ -15,10 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def ext():
-    spec = importlib.util.spec_from_file_location("attn_edu_book_ext", ROOT / "book" / "_ext" / "attn_edu_book.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return book_extension("attn_edu_book_ext")
 
 
 def _figure_html(fig) -> str:
@@ -31,7 +29,7 @@ def _figure_html(fig) -> str:
 def test_a_figure_script_waits_for_figures_js_and_the_figure_gets_a_text_alternative(ext):
     go = pytest.importorskip("plotly.graph_objects")
     fig = go.Figure(go.Heatmap(z=[[1, 2], [3, 4]]), layout={"title": {"text": "Weights"}})
-    body, n = ext._defer_figures("<p>text</p>" + _figure_html(fig), "page")
+    body, n = ext.figures.defer_figures("<p>text</p>" + _figure_html(fig), "page")
     assert n == 1
     assert '<script type="text/javascript">' not in body  # the browser does not run it...
     script = re.search(r'<script type="text/x-attn-edu-plotly" data-div="(attn-edu-plotly-\w+)">', body)
@@ -42,19 +40,19 @@ def test_a_figure_script_waits_for_figures_js_and_the_figure_gets_a_text_alterna
 def test_a_trace_type_outside_the_bundle_is_a_build_warning(ext, monkeypatch):
     go = pytest.importorskip("plotly.graph_objects")
     warnings = []
-    monkeypatch.setattr(ext.logger, "warning", lambda msg, *args: warnings.append(msg % args))
-    ext._defer_figures(_figure_html(go.Figure(go.Scatter3d(x=[1], y=[1], z=[1]))), "ch")
+    monkeypatch.setattr(ext.figures.logger, "warning", lambda msg, *args: warnings.append(msg % args))
+    ext.figures.defer_figures(_figure_html(go.Figure(go.Scatter3d(x=[1], y=[1], z=[1]))), "ch")
     assert warnings and "['scatter3d']" in warnings[0]
     warnings.clear()
-    ext._defer_figures(_figure_html(go.Figure([go.Bar(y=[1]), go.Scatter(y=[1])])), "ch")
+    ext.figures.defer_figures(_figure_html(go.Figure([go.Bar(y=[1]), go.Scatter(y=[1])])), "ch")
     assert warnings == []
 
 
 def test_the_vendored_plotly_bundle_is_the_plotly_js_of_the_installed_plotly(ext):
     pytest.importorskip("plotly")
-    vendored = ext._js_version(ROOT / "book" / "_static" / ext.PLOTLY_STATIC)
-    assert vendored and vendored == ext._js_version(ext.plotly_js_source())
-    assert ext.plotly_bundle() == ext.PLOTLY_STATIC
+    vendored = ext.figures._js_version(ROOT / "book" / "_static" / ext.figures.PLOTLY_STATIC)
+    assert vendored and vendored == ext.figures._js_version(ext.figures.plotly_js_source())
+    assert ext.figures.plotly_bundle() == ext.figures.PLOTLY_STATIC
 
 
 def test_font_awesome_icons_become_inline_svg(ext):
@@ -62,57 +60,57 @@ def test_font_awesome_icons_become_inline_svg(ext):
     js = ('var b={github:[496,512,[],"f09b","M165 1z"]};d("fab",b);var r={};d("far",r);'
           'var s={bars:[448,512,[],"f0c9","M0 96z"],"magnifying-glass":[512,512,[128269],"f002","M416 208z"]};'
           'd("fas",s);d("fas",s);')
-    icons = ext._fontawesome_icons(js)
+    icons = ext.icons.fontawesome_icons(js)
     assert set(icons) == {("brands", "github"), ("solid", "bars"), ("solid", "magnifying-glass"),
                           ("brands", 0xf09b), ("solid", 0xf0c9), ("solid", 0xf002)}  # by name and code
     page = ('<head><script defer src="../_static/scripts/fontawesome.js?digest=1"></script></head>'
             '<i class="theme-switch fa-solid fa-bars fa-lg" data-mode="light"></i>'
             '<span class="fab fa-github"></span>')
-    new, done = ext._inline_icons(page, icons)
+    new, done = ext.icons.inline_icons(page, icons)
     assert done and "<i " not in new and "<span" not in new
     assert ('<svg class="theme-switch fa-solid fa-bars fa-lg svg-inline--fa" data-mode="light" '
             'aria-hidden="true"') in new and 'viewBox="0 0 448 512"' in new
     assert 'd="M165 1z"' in new
-    assert ext._FA_SCRIPT_RE.sub("", new).startswith("<head></head>")
-    _, done = ext._inline_icons('<i class="fa-solid fa-unknown-icon"></i>', icons)
+    assert ext.icons.FA_SCRIPT_RE.sub("", new).startswith("<head></head>")
+    _, done = ext.icons.inline_icons('<i class="fa-solid fa-unknown-icon"></i>', icons)
     assert not done  # then the page keeps fontawesome.js
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
 def test_katex_typesets_at_build_time_and_reports_what_it_cannot(ext, tmp_path, monkeypatch):
-    monkeypatch.setattr(ext, "KATEX_CACHE", tmp_path / ".katex_cache.json")
-    monkeypatch.setattr(ext, "_katex_cache", None)
+    monkeypatch.setattr(ext.katex, "KATEX_CACHE", tmp_path / ".katex_cache.json")
+    monkeypatch.setattr(ext.katex, "_katex_cache", None)
     items = [(r"\sqrt{d_k}", False), (r"\begin{align}a &= b\\ c &= d\end{align}", True), (r"\frac{1}{", False)]
-    out = ext.katex_render(items)
+    out = ext.katex.katex_render(items)
     assert 'class="katex"' in out[0]["html"] and "<math" in out[0]["html"]  # MathML for readers
     assert 'class="katex-display"' in out[1]["html"]
     assert "error" in out[2]
     # kept for the next build (the Chinese edition's formulas are the English ones): read back
     # without Node, in a new process's empty memory; a formula not seen before needs Node
-    ext.save_katex_cache()
-    monkeypatch.setattr(ext, "_katex_cache", None)
-    monkeypatch.setattr(ext.shutil, "which", lambda name: None)
-    assert ext.katex_render(items) == out
-    assert ext.katex_render([(r"\sqrt{d_v}", False)]) is None
-    assert ext.katex_render([(r"\sqrt{d_k}", True)]) is None  # display and inline differ
+    ext.katex.save_katex_cache()
+    monkeypatch.setattr(ext.katex, "_katex_cache", None)
+    monkeypatch.setattr(ext.katex.shutil, "which", lambda name: None)
+    assert ext.katex.katex_render(items) == out
+    assert ext.katex.katex_render([(r"\sqrt{d_v}", False)]) is None
+    assert ext.katex.katex_render([(r"\sqrt{d_k}", True)]) is None  # display and inline differ
 
 
 def test_the_themes_tab_stop_pass_is_made_lazy_and_code_starts_focusable(ext, tmp_path):
     theme = pytest.importorskip("pydata_sphinx_theme")
     # the theme's own built script, as Sphinx copies it to _static/scripts/
-    src = Path(theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static" / ext.THEME_JS
+    src = Path(theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static" / ext.layout.THEME_JS
     js = tmp_path / "theme.js"
     shutil.copy(src, js)
-    assert ext._patch_theme_tab_stops(js), "the installed theme's tab-stop code changed: update _THEME_TAB_STOP"
+    assert ext.layout.patch_theme_tab_stops(js), "the installed theme's tab-stop code changed: update _THEME_TAB_STOP"
     text = js.read_text(encoding="utf-8")
-    assert ext._THEME_TAB_STOP not in text and text.count("window.attnEduTabStop") == 2
-    assert ext._patch_theme_tab_stops(js) and js.read_text(encoding="utf-8") == text  # idempotent
+    assert ext.layout._THEME_TAB_STOP not in text and text.count("window.attnEduTabStop") == 2
+    assert ext.layout.patch_theme_tab_stops(js) and js.read_text(encoding="utf-8") == text  # idempotent
     other = tmp_path / "other.js"
     other.write_text("function f(){}", encoding="utf-8")
-    assert not ext._patch_theme_tab_stops(other) and not ext._patch_theme_tab_stops(tmp_path / "absent.js")
+    assert not ext.layout.patch_theme_tab_stops(other) and not ext.layout.patch_theme_tab_stops(tmp_path / "absent.js")
     body = ('<pre><span>x</span></pre><pre id="c" tabindex="-1">y</pre><prefix>'
             '<div class="pst-scrollable-table-container"><table></table></div>')
-    assert ext._focusable_code(body) == (
+    assert ext.layout.focusable_code(body) == (
         '<pre tabindex="0"><span>x</span></pre><pre id="c" tabindex="-1">y</pre><prefix>'
         '<div class="pst-scrollable-table-container" tabindex="0"><table></table></div>')
 
@@ -122,7 +120,7 @@ def test_second_level_sections_get_a_placeholder_no_smaller_than_their_content(e
     body = ('<section id="top"><h1>T</h1><p>intro</p>'
             f'<section id="a"><h2>A</h2>{tall}<section id="a1"><h3>A1</h3><pre>x\ny\n</pre></section></section>'
             '<section id="b"><h2>B</h2><p>short</p></section></section>')
-    new = ext._section_placeholders(body)
+    new = ext.layout.section_placeholders(body)
     heights = [int(h) for h in re.findall(r'<section id="(?:a|b)" style="contain-intrinsic-size: auto (\d+)px">', new)]
     assert len(heights) == 2, new[:300]
     # 4,000 characters of text (100 lines of 40 on a phone, 28 px each) and two images
@@ -139,19 +137,19 @@ def test_second_level_sections_get_a_placeholder_no_smaller_than_their_content(e
     zh = ('<section id="top"><h1>T</h1><section id="c"><h2>C</h2><p>' + "注意力，" * 500 + "</p></section>"
           '<section id="d"><h2>D</h2><p>' + "word " * 400 + "</p></section></section>")
     c, d = (int(h) for h in re.findall(r'<section id="[cd]" style="contain-intrinsic-size: auto (\d+)px',
-                                        ext._section_placeholders(zh)))
+                                        ext.layout.section_placeholders(zh)))
     assert c >= 2000 // 20 * 28 and c > d  # 2,000 characters: 100 lines, as tall as 4,000 Latin ones
 
 
 def test_a_figure_s_data_leaves_the_page_for_its_own_script(ext, tmp_path):
     go = pytest.importorskip("plotly.graph_objects")
     fig = go.Figure(go.Bar(y=[1, 2]), layout={"title": {"text": "Bars. Two of them"}})
-    body, n = ext._defer_figures(_figure_html(fig), "notebooks/ch", tmp_path)
+    body, n = ext.figures.defer_figures(_figure_html(fig), "notebooks/ch", tmp_path)
     m = re.search(r'<script type="text/x-attn-edu-plotly" data-div="(attn-edu-plotly-\w+)" '
                   r'data-src="\.\./_static/attn-edu-figures/(attn-edu-plotly-\w+)\.js"></script>', body)
     assert n == 1 and m and m.group(1) == m.group(2)
     assert 'data-title="Bars"' in body  # the title ends at a sentence's end, not at any dot
-    data = (tmp_path / ext.FIGURE_DATA_DIR / f"{m.group(1)}.js").read_text()
+    data = (tmp_path / ext.figures.FIGURE_DATA_DIR / f"{m.group(1)}.js").read_text()
     assert data.startswith("(window.attnEduFigureData=window.attnEduFigureData||{})[")
     import json as _json
     payload = _json.loads(data.split("]=", 1)[1].rstrip().rstrip(";"))
@@ -167,18 +165,18 @@ def test_an_image_written_into_the_page_leaves_it_for_a_file(ext, tmp_path):
     body = (f'<div class="attn-edu-explorer-static"><img src="data:image/png;base64,{b64}" alt="Now." '
             f'style="max-width:100%"></div><p>data:image/png;base64,{b64[:40]}</p>')
     name = hashlib.sha256(png).hexdigest() + ".png"
-    new = ext._external_images(body, "notebooks/ch", tmp_path)
+    new = ext.images.external_images(body, "notebooks/ch", tmp_path)
     assert f'<img src="../_images/{name}" width="911" height="620" alt="Now." style="max-width:100%">' in new
     assert (tmp_path / "_images" / name).read_bytes() == png
     assert new.endswith(f"<p>data:image/png;base64,{b64[:40]}</p>")  # text is left alone
     # the Chinese twin (one level deeper in its own output folder) names the same file
-    assert f'src="../../_images/{name}"' in ext._external_images(body, "zh/notebooks/ch", tmp_path)
+    assert f'src="../../_images/{name}"' in ext.images.external_images(body, "zh/notebooks/ch", tmp_path)
     # and, with its src now in _images/, it loads lazily below the introduction and opens full size
     page = "<section><h1>T</h1><p>intro</p><section><h2>S</h2>" + new + "</section></section>"
-    zoomed, n = ext._zoomable_images(ext._lazy_images(page))
+    zoomed, n = ext.images.zoomable_images(ext.images.lazy_images(page))
     assert n == 1 and f'<a class="attn-edu-zoom" href="../_images/{name}"' in zoomed
     assert '<img loading="lazy" decoding="async" src="../_images/' in zoomed
-    assert ext._external_images(body, "notebooks/ch", None) == body
+    assert ext.images.external_images(body, "notebooks/ch", None) == body
 
 
 def test_a_figure_keeps_its_box_while_it_loads(ext, tmp_path):
@@ -192,13 +190,13 @@ def test_a_figure_keeps_its_box_while_it_loads(ext, tmp_path):
             '<img alt="C." src="../_images/missing.png">'
             '<img src="../_images/a.png" width="10" height="5" alt="D.">'
             '<img alt="E." src="https://example.org/_images/a.png">')
-    new = ext._sized_images(text, page)
+    new = ext.images.sized_images(text, page)
     assert new.startswith('<img loading="lazy" alt="A." src="../_images/a.png" width="911" height="530" />')
     # what is not a PNG, not there, already sized or not ours is left as it was
     assert new.removeprefix(new.split("/>", 1)[0] + "/>") == text.split(">", 1)[1]
-    assert ext._png_size(png[:24]) == (911, 530) and ext._png_size(b"GIF89a" + bytes(18)) is None
+    assert ext.images._png_size(png[:24]) == (911, 530) and ext.images._png_size(b"GIF89a" + bytes(18)) is None
     # book.css keeps a sized figure fluid: narrower than its width, it keeps its shape
-    assert re.search(r"img\[width\]\[height\]\s*\{[^}]*height:\s*auto", (ext._STATIC_SRC / "attn-edu" / "book.css").read_text())
+    assert re.search(r"img\[width\]\[height\]\s*\{[^}]*height:\s*auto", (ext._common.STATIC_SRC / "attn-edu" / "book.css").read_text())
 
 
 def test_a_page_loads_no_script_that_can_do_nothing_there(ext):
@@ -210,24 +208,24 @@ def test_a_page_loads_no_script_that_can_do_nothing_there(ext):
     thebe_js, tabs_js = NS(filename="_static/sphinx-thebe.js?v=1", attributes={}), NS(filename="_static/design-tabs.js")
     config = NS(filename=None, attributes={"body": 'const THEBE_JS_URL = "x"'})
     other = NS(filename="", attributes={"body": "var togglebuttonSelector = '.toggle'"})
-    idle = ext._idle_assets(app(False), "<p>no tabs</p>")
-    assert [ext._asset_is(a, idle) for a in (thebe_js, tabs_js, config, other)] == [True, True, True, False]
-    assert ext._asset_is(NS(filename="_static/sphinx-thebe.css", attributes={}), idle)
-    idle = ext._idle_assets(app(True), '<div class="sd-tab-set docutils">')
-    assert not any(ext._asset_is(a, idle) for a in (thebe_js, tabs_js, config, other))
+    idle = ext.assets.idle_assets(app(False), "<p>no tabs</p>")
+    assert [ext.assets.asset_is(a, idle) for a in (thebe_js, tabs_js, config, other)] == [True, True, True, False]
+    assert ext.assets.asset_is(NS(filename="_static/sphinx-thebe.css", attributes={}), idle)
+    idle = ext.assets.idle_assets(app(True), '<div class="sd-tab-set docutils">')
+    assert not any(ext.assets.asset_is(a, idle) for a in (thebe_js, tabs_js, config, other))
 
 
 def test_inline_code_may_break_after_dots_and_images_open_full_size(ext):
     body = ('<p><code class="docutils literal notranslate"><span class="pre">attn_edu.reference_torch.f</span>'
             '</code></p><img alt="A plot." class="attn-edu-textpx-139" src="../_images/a.png" />'
             '<a class="reference internal image-reference" href="x.png"><img alt="b" src="../_images/b.png" /></a>')
-    broken = ext._breakable_code(body)
+    broken = ext.layout.breakable_code(body)
     assert '<span class="pre">attn_edu.<wbr>reference_torch.<wbr>f</span>' in broken
     # the written page keeps the text and its break points, not the span around each word
     sig = '<span class="sig-name descname"><span class="pre">softmax</span></span>'
-    assert ext._unwrap_pre(broken + sig) == broken.replace('<span class="pre">', "").replace(
+    assert ext.layout.unwrap_pre(broken + sig) == broken.replace('<span class="pre">', "").replace(
         "f</span>", "f") + '<span class="sig-name descname">softmax</span>'
-    new, n = ext._zoomable_images(body)
+    new, n = ext.images.zoomable_images(body)
     assert n == 1  # the image that is already a link stays as it is
     assert ('<a class="attn-edu-zoom" href="../_images/a.png" aria-describedby="attn-edu-zoom-hint">'
             '<img alt="A plot." src="../_images/a.png" data-text-px="13.9" /></a>') in new
@@ -243,15 +241,15 @@ def test_code_tokens_drawn_as_the_code_around_them_lose_their_element(ext):
            'html[data-theme="dark"] .highlight { background: #2b2b2b; color: #F8F8F2 }\n'
            'html[data-theme="dark"] .highlight .n { color: #F8F8F2 } /* Name */\n'
            'html[data-theme="dark"] .highlight .p { color: #ABE338 } /* not the text colour here */\n')
-    plain = ext.plain_token_classes(css)
+    plain = ext.layout.plain_token_classes(css)
     assert plain == {"n"}  # p: another colour in the dark theme; nb: bold; k: a colour
     code = ('<div class="highlight"><pre tabindex="0"><span></span><span class="k">def</span><span class="w"> '
             '</span><span class="n">f</span><span class="p">(</span><span class="n">x&amp;</span></pre></div>')
     sig = '<em class="sig-param"><span class="n">q</span></em>'  # an API signature: not code
-    out = ext._unwrap_plain_tokens(code + sig, ext._plain_token_re(plain | {"w"}))
+    out = ext.layout.unwrap_plain_tokens(code + sig, ext.layout.plain_token_re(plain | {"w"}))
     assert out == ('<div class="highlight"><pre tabindex="0"><span></span><span class="k">def</span> f'
                    '<span class="p">(</span>x&amp;</pre></div>' + sig)
-    assert ext._unwrap_plain_tokens(code, ext._plain_token_re(set())) == code
+    assert ext.layout.unwrap_plain_tokens(code, ext.layout.plain_token_re(set())) == code
 
 
 def test_each_page_gets_only_the_css_rules_that_can_match_it(ext, tmp_path):
@@ -280,7 +278,7 @@ def test_each_page_gets_only_the_css_rules_that_can_match_it(ext, tmp_path):
     icons = {("solid", 0xf0f3): ("448", "512", "M224 0z")}
     top = tmp_path / "top.html"  # a page one folder up: its URLs differ
     top.write_text(page.read_text().replace("../_static", "_static"))
-    both = ext._inline_stylesheets(tmp_path, [(page, page.read_text()), (top, top.read_text())], icons)
+    both = ext.stylesheets.inline_stylesheets(tmp_path, [(page, page.read_text()), (top, top.read_text())], icons)
     assert 'url("_static/katex/fonts/KaTeX_Main-Regular.woff2")' in both[top]
     new = both[page]
     style = re.search(r'<style id="attn-edu-css" data-sheets="[^"]*">(.*?)</style>', new).group(1)
@@ -294,7 +292,7 @@ def test_each_page_gets_only_the_css_rules_that_can_match_it(ext, tmp_path):
     assert 'font-display:swap;font-family:KaTeX_Main;src:url("../_static/katex/fonts/KaTeX_Main-Regular.woff2")' in style
     assert '<link rel="preload" href="../_static/katex/fonts/KaTeX_Main-Regular.woff2" as="font"' in new
     # run again (after a CSS edit): the page's own sheets are inlined again, the same way
-    assert ext._inline_stylesheets(tmp_path, [(page, new)], icons)[page] == new
+    assert ext.stylesheets.inline_stylesheets(tmp_path, [(page, new)], icons)[page] == new
 
 
 def test_the_search_index_stays_on_the_search_page(ext, tmp_path):
@@ -306,7 +304,7 @@ def test_the_search_index_stays_on_the_search_page(ext, tmp_path):
             '<body><img alt="Colab logo" src="x.png"><article class="bd-article"><img alt="a" src="y.png"></article></body>')
     for name in ("page.html", "search.html"):
         (tmp_path / name).write_text(head)
-    ext.finish_html(tmp_path)
+    ext.pages.finish_html(tmp_path)
     page, search = (tmp_path / "page.html").read_text(), (tmp_path / "search.html").read_text()
     assert "searchindex.js" not in page and "searchtools.js" not in page
     assert '<script defer src="searchindex.js">' in search
@@ -321,7 +319,7 @@ def test_the_search_button_is_named_by_what_it_shows(ext, tmp_path):
               'aria-label="搜索" data-bs-toggle="tooltip"><span>搜索</span><kbd>Ctrl</kbd>+<kbd>K</kbd></button>'
               '<button class="other" aria-label="kept">x</button>')
     (tmp_path / "page.html").write_text(f"<head></head><body>{button}</body>")
-    ext.finish_html(tmp_path)
+    ext.pages.finish_html(tmp_path)
     page = (tmp_path / "page.html").read_text()
     assert '<button class="btn search-button-field search-button__button pst-js-only" title="搜索" data-bs' in page
     assert 'aria-label="搜索"' not in page and 'aria-label="kept"' in page
@@ -334,15 +332,15 @@ def test_katex_fonts_are_cut_to_the_characters_of_the_formulas(ext, tmp_path):
             '<span class="katex-html" aria-hidden="true"><span class="mord mathbb">R</span>'
             '<span class="mrel">&#8804;</span><span class="mord">x<span class="msupsub">2</span></span>'
             '</span></span><p>after: Q</p>')
-    chars = ext._math_characters([page])
+    chars = ext.katex.math_characters([page])
     assert {"R", "≤", "x", "2", "(", ")"} <= chars and not {"Ω", "Z", "Q", "p"} & chars
     (tmp_path / "_static" / "katex" / "fonts").mkdir(parents=True)
-    assert ext._subset_katex_fonts(tmp_path, chars) > 0
-    for src in sorted(ext.KATEX_FONTS_SRC.glob("*.woff2")):
+    assert ext.katex.subset_katex_fonts(tmp_path, chars) > 0
+    for src in sorted(ext.katex.KATEX_FONTS_SRC.glob("*.woff2")):
         cut = tmp_path / "_static" / "katex" / "fonts" / src.name
         whole = set(ttlib.TTFont(src).getBestCmap())
         # every glyph the formulas need from this font (and what its layout tables tie to them)
         kept = set(ttlib.TTFont(cut).getBestCmap())
         assert whole & {ord(c) for c in chars} <= kept <= whole and len(kept) < len(whole) / 3, src.name
     main = tmp_path / "_static" / "katex" / "fonts" / "KaTeX_Main-Regular.woff2"
-    assert main.stat().st_size < (ext.KATEX_FONTS_SRC / main.name).stat().st_size / 2
+    assert main.stat().st_size < (ext.katex.KATEX_FONTS_SRC / main.name).stat().st_size / 2

@@ -31,8 +31,8 @@ TORCH_MODULES = ("reference_torch", "flash_torch", "multihead_torch", "tiny_tran
                  "flash_triton", "block_sparse_triton", "decode_triton", "distributed")
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+def _module_name(path: Path, base: Path = ROOT) -> str:
+    parts = path.relative_to(base).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -106,7 +106,7 @@ def test_no_module_uses_another_modules_underscore_names():
     ``_backend``, ``kernels._interpret``, ``kernels._shared``) are the package's internal
     helpers: their own names are public to attn_edu's other modules."""
     problems = []
-    for path in SOURCES:
+    for path in SOURCES + EXTENSION_SOURCES:  # the book's extension too (book/_ext/attn_edu_book)
         tree = ast.parse(path.read_text())
         modules = set()  # local names bound to attn_edu modules
         for node in ast.walk(tree):
@@ -253,11 +253,12 @@ def test_doc_comments_do_not_start_with_a_field_colon():
 
 # =========================================================================== import graph
 # (issue 21, "shared pieces one floor down"; this block ends here)
-def _import_graph() -> dict:
+def _import_graph(sources: list = SOURCES, base: Path = ROOT, top: str = "attn_edu") -> dict:
     """attn_edu's modules -> the attn_edu modules they import, at module level or inside a
     function, relative (``from .x import y``, ``from .. import x``) or absolute. A
-    submodule's implicit import of its parent package is not an edge."""
-    modules = {_module_name(p): p for p in SOURCES}
+    submodule's implicit import of its parent package is not an edge. (``sources``, ``base``
+    and ``top``: another package's files, the folder above it and its name.)"""
+    modules = {_module_name(p, base): p for p in sources}
     graph = {}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
@@ -267,7 +268,7 @@ def _import_graph() -> dict:
                 if node.level:
                     parts = package.split(".")
                     base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
-                elif (node.module or "").split(".")[0] == "attn_edu":
+                elif (node.module or "").split(".")[0] == top:
                     base = node.module
                 else:
                     continue
@@ -275,7 +276,7 @@ def _import_graph() -> dict:
                     sub = f"{base}.{alias.name}"
                     targets.add(sub if sub in modules else base)
             elif isinstance(node, ast.Import):
-                targets.update(a.name for a in node.names if a.name.split(".")[0] == "attn_edu")
+                targets.update(a.name for a in node.names if a.name.split(".")[0] == top)
         graph[name] = {t for t in targets if t in modules and t != name}
     return graph
 
@@ -321,6 +322,74 @@ def test_the_cycle_finder_finds_a_cycle():
     graph["attn_edu._call"] = graph["attn_edu._call"] | {"attn_edu.flash"}  # one import back up
     cycle = _find_cycle(graph)
     assert cycle is not None and cycle[0] == cycle[-1] and "attn_edu.flash" in cycle
+
+
+# --------------------------------------------------------------------------- the book's extension
+# book/_ext/attn_edu_book: a package, a module per job (CONTRIBUTING's "Where to change what")
+EXTENSION = ROOT / "book" / "_ext" / "attn_edu_book"
+EXTENSION_SOURCES = sorted(EXTENSION.glob("*.py"))
+#: its floors, bottom up: a module imports modules of lower floors only (the jobs do not
+#: import each other's floor; ``pages`` orders the jobs; ``__init__`` wires Sphinx's events)
+EXTENSION_FLOORS = (
+    ("_common",),
+    ("figures", "katex", "icons", "images", "layout"),
+    ("assets", "stylesheets"),
+    ("pages",),
+    ("__init__",),
+    ("__main__",),
+)
+#: the most lines a file of the extension may have (it was one file of 1,497)
+EXTENSION_MAX_LINES = 500
+
+
+def _extension_graph() -> dict:
+    return _import_graph(EXTENSION_SOURCES, EXTENSION.parent, "attn_edu_book")
+
+
+def _floor(module: str) -> int:
+    short = "__init__" if module == "attn_edu_book" else module.removeprefix("attn_edu_book.")
+    return next(i for i, names in enumerate(EXTENSION_FLOORS) if short in names)
+
+
+def _imports_not_downwards(graph: dict) -> list:
+    return sorted(f"{a} imports {b}" for a, targets in graph.items() for b in targets
+                  if _floor(b) >= _floor(a))
+
+
+def test_the_book_extensions_imports_run_downwards_without_a_cycle():
+    graph = _extension_graph()
+    assert graph["attn_edu_book.pages"] >= {"attn_edu_book.figures", "attn_edu_book.katex",
+                                            "attn_edu_book.stylesheets"}, "the graph misses edges"
+    assert graph["attn_edu_book.__main__"] == {"attn_edu_book._common", "attn_edu_book.pages"}
+    placed = {name for names in EXTENSION_FLOORS for name in names}
+    modules = {"__init__" if m == "attn_edu_book" else m.removeprefix("attn_edu_book.") for m in graph}
+    assert modules == placed, f"give each module of book/_ext/attn_edu_book a floor: {modules ^ placed}"
+    cycle = _find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+    assert _imports_not_downwards(graph) == []
+
+
+def test_an_import_back_up_the_extension_is_found():
+    graph = _extension_graph()
+    graph["attn_edu_book._common"] = graph["attn_edu_book._common"] | {"attn_edu_book.katex"}
+    assert _imports_not_downwards(graph) == ["attn_edu_book._common imports attn_edu_book.katex"]
+    cycle = _find_cycle(graph)
+    assert cycle is not None and "attn_edu_book._common" in cycle  # katex imports _common
+
+
+def test_no_file_of_the_book_extension_is_over_500_lines():
+    sizes = {p.name: len(p.read_text().splitlines()) for p in EXTENSION_SOURCES}
+    assert len(sizes) >= 5, "book/_ext/attn_edu_book is a package, a module per job"
+    over = {name: n for name, n in sizes.items() if n > EXTENSION_MAX_LINES}
+    assert not over, f"over {EXTENSION_MAX_LINES} lines: {over} (split the job)"
+
+
+def test_contributing_names_the_module_of_each_job_of_the_extension():
+    guide = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    start = guide.index("- **The site.**")
+    site = guide[start:guide.index("\n## ", start)]  # the bullet, to the next section
+    missing = [p.name for p in EXTENSION_SOURCES if p.name != "__main__.py" and f"`{p.name}`" not in site]
+    assert not missing, f"CONTRIBUTING's \"Where to change what\" (The site.) does not name {missing}"
 # =========================================================================== end of import graph
 
 

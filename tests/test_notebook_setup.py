@@ -61,19 +61,16 @@ def test_loader_is_shown_only_in_a_live_kernel_outside_the_book_build(monkeypatc
 
 
 def test_book_extension_marks_the_build_so_chapters_do_not_inline_plotly(monkeypatch):
-    import importlib.util
+    from conftest import book_extension
 
-    path = Path(__file__).resolve().parents[1] / "book" / "_ext" / "attn_edu_book.py"
     pytest.importorskip("sphinx")
-    spec = importlib.util.spec_from_file_location("attn_edu_book_under_test", path)
-    ext = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ext)
+    ext = book_extension("attn_edu_book_under_test")
 
     class App:
         def connect(self, *args, **kwargs):
             pass
 
-    monkeypatch.setattr(ext, "_register_mime_plugin", lambda: None)
+    monkeypatch.setattr(ext, "register_mime_plugin", lambda: None)
     # setenv first so that monkeypatch records the variable's absence and removes it
     # afterwards (delenv of an unset variable records nothing): setup() must not leak
     # ATTN_EDU_BOOK_BUILD=1 into the rest of this worker's tests -- a Jupyter server they

@@ -45,7 +45,7 @@ def test_every_page_has_its_twin_and_the_switch_goes_both_ways(page, built):
     href, lang = _switch(zh_text)
     assert lang == "en" and (zh.parent / href).resolve() == en.resolve(), href
     assert len(re.findall(r"[\u4e00-\u9fff]", zh_text)) > 200, "the Chinese page is not in Chinese"
-    for text in (en_text, zh_text):  # the book has no "Live code" and no tab set (_idle_assets)
+    for text in (en_text, zh_text):  # no "Live code", no tab set (attn_edu_book/assets.py)
         assert not re.search(r"sphinx-thebe|THEBE_JS_URL|design-tabs\.js", text), page
 
 

@@ -1,4 +1,4 @@
-// Typeset TeX with KaTeX at book-build time (book/_ext/attn_edu_book.py runs this with Node).
+// Typeset TeX with KaTeX at book-build time (book/_ext/attn_edu_book/katex.py runs this with Node).
 // stdin: JSON [{"tex": "...", "display": true|false}, ...]
 // stdout: JSON [{"html": "..."} | {"error": "..."}, ...], in the same order.
 "use strict";
