@@ -107,13 +107,15 @@ def test_dry_run_legacy_sweeps_record_their_failures(dry_run_dir):
     assert "kernels against float64, float16" in (out / "run" / "logs" / "correctness.log").read_text()
     assert "FAIL" not in (out / "run" / "logs" / "correctness.log").read_text()
     names = sorted(p.name for p in out.glob("*.json"))
-    assert names == ["block_sparse_dry-run-cpu.json", "goals_dry-run-cpu.json",
-                     "gpu_dry-run-cpu_d16.json", "gpu_dry-run-cpu_d16_causal.json", "gpu_dry-run-cpu_d32.json"]
+    # the sweeps the chapters plot, and beside them one document per measurement (--measure NAME)
+    assert names == sorted(["block_sparse_dry-run-cpu.json", "goals_dry-run-cpu.json",
+                            "gpu_dry-run-cpu_d16.json", "gpu_dry-run-cpu_d16_causal.json",
+                            "gpu_dry-run-cpu_d32.json", *(f"{m}_dry-run-cpu.json" for m in bench.MEASURES)])
     for doc in bench.load_results(out):
         assert doc["schema"] == bench.SCHEMA and doc["kind"] in bench.KINDS
         assert doc["dry_run"] is True and doc["device"]["kind"] == "cpu"
     (decode,) = bench.load_results(out / "decode")
-    assert decode["kind"] == "decode" and all("median_ms" in r for r in decode["results"])
+    assert decode["kind"] == "decode" and decode["dry_run"] is True and all("median_ms" in r for r in decode["results"])
     goals = bench.load_results(out, kind="goals")[0]["goals"]
     missed = [g for g in goals if g["passed"] is False]
     assert missed and all(g["measured"] is not None for g in missed)  # recorded, with the value
