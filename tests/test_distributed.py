@@ -37,9 +37,11 @@ def tensors(b=1, h=12, length=24, d=8, dv=6, seed=0, dtype=torch.float64):
 
 
 def torch_gold(q, k, v, do, causal):
-    """Output and gradients of the PyTorch twin in float64 (and in q's dtype: naive_T)."""
+    """Output and gradients of the PyTorch twin in float64 (and in q's dtype: naive_T);
+    k and v may have fewer heads than q (grouped-query attention)."""
     qq, kk, vv = (x.detach().clone().requires_grad_() for x in (q, k, v))
-    out = reference_torch.scaled_dot_product_attention(qq, kk, vv, causal=causal)
+    out = reference_torch.scaled_dot_product_attention(qq, kk, vv, causal=causal,
+                                                       enable_gqa=k.shape[:-2] != q.shape[:-2])
     out.backward(do)
     return out.detach(), (qq.grad, kk.grad, vv.grad)
 
@@ -55,10 +57,13 @@ def gathered(results, layout):
 def comm_bytes(method, q, k, v, world_size, backward):
     """Derived bytes per rank for q, k, v of possibly different head dims (d_k != d_v)."""
     b, h, length, _ = q.shape
-    s = q.element_size()
-    if method == "ring":  # the ring moves K and V: sum the two widths' shares
-        half = lambda d: D.ring_bytes(b, h, length, d, world_size, s, backward) // 2  # noqa: E731
+    hkv, s = k.shape[1], q.element_size()
+    if method == "ring":  # the ring moves K and V (H_kv heads): sum the two widths' shares
+        half = lambda d: D.ring_bytes(b, hkv, length, d, world_size, s, backward) // 2  # noqa: E731
         return half(k.shape[-1]) + half(v.shape[-1])
+    if hkv != h:  # grouped heads (here d_k = d_v): the formula with kv_heads, copies included
+        assert k.shape[-1] == v.shape[-1] == q.shape[-1]
+        return D.ulysses_bytes(b, h, length, q.shape[-1], world_size, s, backward, kv_heads=hkv)
     per = lambda d: D.ulysses_bytes(b, h, length, d, world_size, s, backward) // 4  # noqa: E731
     return 2 * per(q.shape[-1]) + 2 * per(v.shape[-1])  # (q, k in; o out; v in) / (do in ...)
 
@@ -146,9 +151,12 @@ def test_derived_bytes():
     assert abs(big / (2 * 8 * 2**20 * 128 * 2) - 1) < 1e-3
     # grouped-query attention: Q and O with H heads, K and V with H_kv
     assert D.ulysses_bytes(1, 4, 8, 2, 4, itemsize=2, kv_heads=4) == D.ulysses_bytes(1, 4, 8, 2, 4, itemsize=2)
-    assert D.ulysses_bytes(1, 4, 8, 2, 4, itemsize=2, kv_heads=2) == (2 * 4 + 2 * 2) * 2 * 2 * 2 * 3 // 4
-    assert (D.ulysses_bytes(1, 4, 8, 2, 4, itemsize=2, kv_heads=2, backward=True)
-            == 2 * D.ulysses_bytes(1, 4, 8, 2, 4, itemsize=2, kv_heads=2))
+    assert D.ulysses_bytes(1, 4, 8, 2, 2, itemsize=2, kv_heads=2) == (2 * 4 + 2 * 2) * 4 * 2 * 2 // 2
+    assert (D.ulysses_bytes(1, 4, 8, 2, 2, itemsize=2, kv_heads=2, backward=True)
+            == 2 * D.ulysses_bytes(1, 4, 8, 2, 2, itemsize=2, kv_heads=2))
+    # P > H_kv: each K/V head is copied P / H_kv times, so K and V travel with P heads
+    assert D.ulysses_bytes(1, 4, 8, 2, 4, itemsize=2, kv_heads=2) == D.ulysses_bytes(1, 4, 8, 2, 4, itemsize=2)
+    assert D.ulysses_bytes(1, 8, 8, 2, 4, itemsize=2, kv_heads=1) == (2 * 8 + 2 * 4) * 2 * 2 * 2 * 3 // 4
     with pytest.raises(ValueError, match="kv_heads"):
         D.ulysses_bytes(1, 4, 8, 2, 4, kv_heads=0)
     with pytest.raises(ValueError, match="not divisible"):
@@ -159,13 +167,18 @@ def test_derived_bytes():
 
 @pytest.mark.parametrize("heads,kv_heads", [(64, 64), (64, 8), (32, 8), (8, 1)])
 def test_the_ring_sends_fewer_bytes_than_ulysses_exactly_while_P_is_below_1_plus_H_over_Hkv(heads, kv_heads):
-    # ring / Ulysses = P H_kv / (H + H_kv) (chapter 14): equal at P = 1 + H / H_kv
-    L = 9 * 2**20
-    for p in (2, 3, 4, 8, 9, 16, 32, 64):
+    # ring / Ulysses = P H_kv / (H + max(H_kv, P)) (chapter 14; K/V heads copied when P > H_kv):
+    # equal at P = 1 + H / H_kv while that is <= H_kv, else at P = H / (H_kv - 1), never for H_kv = 1
+    L = 45 * 2**20
+    for p in (2, 3, 4, 8, 9, 10, 16, 32, 64):
         ring = D.ring_bytes(1, kv_heads, L, 128, p)
         uly = D.ulysses_bytes(1, heads, L, 128, p, kv_heads=kv_heads)
-        assert abs(ring / uly - p * kv_heads / (heads + kv_heads)) < 1e-9
-        assert (ring < uly) == (p < 1 + heads / kv_heads)
+        assert abs(ring / uly - p * kv_heads / (heads + max(kv_heads, p))) < 1e-9
+        if 1 + heads / kv_heads <= kv_heads:
+            cross = 1 + heads / kv_heads
+        else:
+            cross = heads / (kv_heads - 1) if kv_heads > 1 else float("inf")
+        assert (ring < uly) == (p < cross)
 
 
 # --------------------------------------------------------------------------- one block's backward
@@ -282,7 +295,8 @@ def test_launch_argument_errors():
 def check_run(results, q, k, v, do, world_size, method, layout, causal):
     """Outputs and gradients against the gold answers; bytes against the derivation."""
     out, grads = gathered(results, layout)
-    gold = gold_sdpa(q.double().numpy(), k.double().numpy(), v.double().numpy(), causal=causal)
+    gold = gold_sdpa(q.double().numpy(), k.double().numpy(), v.double().numpy(), causal=causal,
+                     enable_gqa=k.shape[:-2] != q.shape[:-2])
     gold_out, gold_grads = torch_gold(q.double(), k.double(), v.double(), do.double(), causal)
     assert np.abs(gold_out.numpy() - gold).max() <= 1e-12
     what = f"{method} {layout} causal={causal} P={world_size} {q.dtype}"
@@ -490,3 +504,110 @@ def test_pytorch_context_parallel_on_cpu():
     gold = gold_sdpa(q.numpy(), k.numpy(), v.numpy(), causal=True)
     err = np.abs(out.numpy() - gold).max()
     assert 1e-10 < err < 1e-5  # its merge runs in float32 even for float64 inputs
+
+
+# --------------------------------------------------------------------------- 16-bit inputs: float32 statistics
+def sdpa_in_dtype(q, k, v, do, causal):
+    """torch's own SDPA in q's dtype (its CPU kernel keeps the statistics in float32)."""
+    qq, kk, vv = (x.detach().clone().requires_grad_() for x in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(qq, kk, vv, is_causal=causal,
+                                                           enable_gqa=k.shape[1] != q.shape[1])
+    out.backward(do)
+    return out.detach(), (qq.grad, kk.grad, vv.grad)
+
+
+def sixteen_bit_tensors(dtype, length, heads=8, d=64, seed=3):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(1, heads, length, d, generator=g).to(dtype) for _ in range(4))
+
+
+def errors_against_gold(out, grads, gold_out, gold_grads):
+    """max|x - gold| of the output and of dq, dk, dv."""
+    return [float((x.double() - g).abs().max()) for x, g in zip((out, *grads), (gold_out, *gold_grads))]
+
+
+def assert_as_accurate_as_sdpa(out, grads, q, k, v, do, causal, what):
+    """Within 1.5x of torch SDPA's error in the same dtype, output and each gradient, and
+    within the project's 2x (3x) rule against the naive matmul-softmax-matmul in that dtype."""
+    gold_out, gold_grads = torch_gold(q.double(), k.double(), v.double(), do.double(), causal)
+    ref = errors_against_gold(*sdpa_in_dtype(q, k, v, do, causal), gold_out, gold_grads)
+    got = errors_against_gold(out, grads, gold_out, gold_grads)
+    for name, e, r in zip(("out", "dq", "dk", "dv"), got, ref):
+        assert e <= 1.5 * r, f"{what} {name}: error {e:.4g} against SDPA's {r:.4g} in {q.dtype}"
+    naive_out, naive_grads = torch_gold(q, k, v, do, causal)
+    assert_close_to_reference(out, gold_out, naive_out, what=what)
+    for g, want, naive in zip(grads, gold_grads, naive_grads):
+        assert_close_to_reference(g, want, naive, factor=3.0, what=what + " gradient")
+    return got, ref
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_torch_tile_loop_is_as_accurate_as_sdpa_in_16_bits(dtype, causal):
+    from attn_edu.flash_torch import flash_attention as torch_flash
+
+    q, k, v, do = sixteen_bit_tensors(dtype, 512)
+    qq, kk, vv = (x.clone().requires_grad_() for x in (q, k, v))
+    out, lse = torch_flash(qq, kk, vv, causal=causal, return_lse=True)
+    assert out.dtype == dtype and lse.dtype == torch.float32  # statistics in float32, output rounded
+    out.backward(do)
+    assert_as_accurate_as_sdpa(out.detach(), (qq.grad, kk.grad, vv.grad), q, k, v, do, causal,
+                               f"tile loop causal={causal} {dtype}")
+
+
+def sixteen_bit_jobs(length=256):
+    jobs = []
+    for dtype in (torch.bfloat16, torch.float16):
+        q, k, v, do = sixteen_bit_tensors(dtype, length)
+        jobs += [(q, k, v, do, dict(method="ring", layout=lay, causal=c)) for lay in D.LAYOUTS for c in (False, True)]
+        jobs += [(q, k, v, do, dict(method="ulysses", layout="contiguous", causal=c)) for c in (False, True)]
+    return jobs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_ring_and_ulysses_are_as_accurate_as_sdpa_in_16_bits(world_size):
+    """bf16 / fp16: float32 statistics and accumulators, so within 1.5x of torch SDPA's error."""
+    jobs = sixteen_bit_jobs()
+    runs = D.launch(dist_workers.run_jobs, world_size, jobs, timeout=300)
+    for j, (q, k, v, do, o) in enumerate(jobs):
+        results = [runs[r][j] for r in range(world_size)]
+        out, grads = gathered(results, o["layout"])
+        assert out.dtype == q.dtype and all(g.dtype == q.dtype for g in grads)
+        assert_as_accurate_as_sdpa(out, grads, q, k, v, do, o["causal"],
+                                   f"{o['method']} {o['layout']} causal={o['causal']} P={world_size} {q.dtype}")
+
+
+# --------------------------------------------------------------------------- grouped-query attention
+def gqa_jobs():
+    jobs = []
+    for kv_heads in (4, 2, 1):  # of H = 8; at P = 4, H_kv = 2 and 1 make Ulysses copy K/V heads
+        q, _, _, do = tensors(h=8, length=16, d=6, dv=6, seed=4)
+        _, k, v, _ = tensors(h=kv_heads, length=16, d=6, dv=6, seed=5)
+        jobs += [(q, k, v, do, dict(method="ring", layout="zigzag", causal=True)),
+                 (q, k, v, do, dict(method="ring", layout="contiguous", causal=False)),
+                 (q, k, v, do, dict(method="ulysses", layout="contiguous", causal=True))]
+    return jobs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_grouped_kv_heads_are_sent_as_they_are_and_bytes_match_the_formulas(world_size):
+    jobs = gqa_jobs()
+    runs = D.launch(dist_workers.run_jobs, world_size, jobs, timeout=180)
+    copies = 0
+    for j, (q, k, v, do, o) in enumerate(jobs):
+        results = [runs[r][j] for r in range(world_size)]
+        check_run(results, q, k, v, do, world_size, o["method"], o["layout"], o["causal"])
+        b, h, length, d = q.shape
+        hkv = k.shape[1]
+        if o["method"] == "ring":  # H_kv heads travel: H / H_kv times fewer bytes than expanded K/V
+            want = D.ring_bytes(b, hkv, length, d, world_size, 8, backward=True)
+            assert want * h == D.ring_bytes(b, h, length, d, world_size, 8, backward=True) * hkv
+        else:  # Q, O with H heads; K, V with max(H_kv, P): copies when P > H_kv
+            want = D.ulysses_bytes(b, h, length, d, world_size, 8, backward=True, kv_heads=hkv)
+            one = lambda heads: b * heads * (length // world_size) * d * 8 * (world_size - 1) // world_size  # noqa: E731
+            assert want == 2 * (2 * one(h) + 2 * one(max(hkv, world_size)))
+            copies += hkv < world_size
+        assert [r["sent"] for r in results] == [want] * world_size, o
+    assert copies == {2: 1, 4: 2}[world_size]  # H_kv = 1 at P = 2; H_kv = 2 and 1 at P = 4

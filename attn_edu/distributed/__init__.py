@@ -9,7 +9,8 @@ data between ranks:
   09 (:func:`attn_edu.precision.merge_softmax_stats`); the backward pass is a second ring.
   ``layout="zigzag"`` balances the work of a causal mask.
 * :func:`ulysses_attention`: all-to-all from sequence shards to head shards, ordinary
-  attention per head, and back (needs H divisible by P).
+  attention per head, and back (needs H divisible by P). Both take grouped-query K/V
+  (H_kv < H heads) and send them as they are; Ulysses copies K/V heads when P > H_kv.
 * :func:`shard` / :func:`unshard`: how a sequence is split (``"contiguous"`` or ``"zigzag"``).
 * :func:`launch`: runs a function on P processes joined in a process group (gloo on CPUs,
   NCCL on GPUs), for notebooks and tests; :func:`run_attention` is what chapter 14 runs.

@@ -276,12 +276,13 @@ def ulysses_bytes(batch: int, heads: int, length: int, head_dim: int, world_size
 
     (Q, K and V in, the output back). The backward moves dO in and dQ, dK, dV back: the
     same again. Unlike the ring's, this shrinks as :math:`1/P`. With ``kv_heads`` < P the
-    key/value heads cannot be split over the ranks and must be copied, which this count
-    leaves out (a lower bound then). Chapter 14.
+    key/value heads cannot be split over the ranks: each is copied P / H_kv times, so K
+    and V travel with :math:`\max(H_{kv}, P)` heads, as
+    :func:`attn_edu.distributed.ulysses_attention` sends them. Chapter 14.
     """
     b, h, L, d, p, s = _dims(batch, heads, length, head_dim, world_size, itemsize)
     hkv = h if kv_heads is None else _checks.check_length("kv_heads", kv_heads, minimum=1)
     if L % p:
         raise ValueError(f"length L = {L} is not divisible by world_size P = {p}")
     one = lambda heads_: b * heads_ * (L // p) * d * s * (p - 1) // p  # noqa: E731  one all-to-all
-    return (2 if backward else 1) * (2 * one(h) + 2 * one(hkv))
+    return (2 if backward else 1) * (2 * one(h) + 2 * one(max(hkv, p)))  # K/V copied when H_kv < P
