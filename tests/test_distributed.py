@@ -9,6 +9,7 @@ NumPy reference on the unsharded tensors (outputs) and the float64 PyTorch twin'
 from __future__ import annotations
 
 import collections
+import json
 import multiprocessing
 import os
 import sys
@@ -611,3 +612,55 @@ def test_grouped_kv_heads_are_sent_as_they_are_and_bytes_match_the_formulas(worl
             copies += hkv < world_size
         assert [r["sent"] for r in results] == [want] * world_size, o
     assert copies == {2: 1, 4: 2}[world_size]  # H_kv = 1 at P = 2; H_kv = 2 and 1 at P = 4
+
+
+# --------------------------------------------------------------------------- torchrun
+@pytest.mark.slow  # starts torchrun with two processes
+def test_the_torchrun_entry_point_on_gloo_matches_the_reference(tmp_path):
+    """``torchrun --nproc-per-node 2 -m attn_edu.distributed.run`` (env:// rendezvous): each
+    rank draws only its shard; outputs and gradients against the float64 gold, bytes counted."""
+    import subprocess
+
+    from attn_edu.distributed import run as entry
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(here), os.environ.get("PYTHONPATH", "")]))
+    shape = dict(heads=4, kv_heads=2, length=32, head_dim=8)
+    for method, layout in (("ring", "zigzag"),):  # one start (about 10 s); Ulysses is tested above
+        out_dir = tmp_path / method
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+               "-m", "attn_edu.distributed.run", "--backend", "gloo", "--method", method, "--layout", layout,
+               "--causal", "--dtype", "float64", "--backward", "--seed", "7", "--out", str(out_dir)]
+        cmd += [f"--{k.replace('_', '-')}={v}" for k, v in shape.items()]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        ranks = [torch.load(out_dir / f"rank{r}.pt", weights_only=False) for r in range(2)]
+        assert [r["backend"] for r in ranks] == ["gloo", "gloo"]
+        q, do = (entry.seeded_full(n, (1, 4), 8, 32, seed=7) for n in ("q", "dout"))
+        k, v = (entry.seeded_full(n, (1, 2), 8, 32, seed=7) for n in ("k", "v"))
+        for r, res in enumerate(ranks):  # a rank's shard is the full tensor's rows at its positions
+            assert (res["positions"] == D.positions(32, r, 2, layout)).all()
+        out, grads = gathered(ranks, layout)
+        gold_out, gold_grads = torch_gold(q, k, v, do, True)
+        assert (out - gold_out).abs().max() <= 1e-10, method
+        for g, want in zip(grads, gold_grads):
+            assert g.shape == want.shape and (g - want).abs().max() <= 1e-10, method
+        want = comm_bytes(method, q, k, v, 2, backward=True)
+        assert [r["sent"] for r in ranks] == [r["received"] for r in ranks] == [want, want], method
+        assert json.loads(proc.stdout.strip().splitlines()[-1])["sent"] == want
+
+
+def test_the_seeded_shards_are_the_full_tensors_rows():
+    from attn_edu.distributed import run as entry
+
+    full = entry.seeded_full("k", (2, 3), 4, 300, seed=1)
+    for r in range(3):  # blocks of 64 positions, shards of 50 in chunks of 50: blocks shared and split
+        rows = D.positions(300, r, 3, "zigzag")
+        assert torch.equal(entry.seeded_shard("k", (2, 3), 4, rows, seed=1, dtype=torch.float64),
+                           full[..., rows, :])
+    assert not torch.equal(full, entry.seeded_full("q", (2, 3), 4, 300, seed=1))  # tensors differ
+    assert not torch.equal(full, entry.seeded_full("k", (2, 3), 4, 300, seed=2))  # and seeds
+    x = full.reshape(-1)  # standard normal numbers, none repeated across blocks
+    assert abs(float(x.std()) - 1) < 0.05 and len(torch.unique(x)) == x.numel()
+    with pytest.raises(ValueError, match="name must be one of"):
+        entry.seeded_shard("x", (1,), 4, [0])
