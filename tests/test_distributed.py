@@ -664,3 +664,22 @@ def test_the_seeded_shards_are_the_full_tensors_rows():
     assert abs(float(x.std()) - 1) < 0.05 and len(torch.unique(x)) == x.numel()
     with pytest.raises(ValueError, match="name must be one of"):
         entry.seeded_shard("x", (1,), 4, [0])
+
+
+def test_the_overlap_measurement_dry_run_writes_its_document(tmp_path, capsys):
+    """The GPU measurement of a ring step's overlap (compute stream vs a copy engine) runs its
+    pipeline on the CPU, and says there that overlap is not measured, and why."""
+    from attn_edu.distributed import overlap
+
+    path = tmp_path / "ring_overlap.json"
+    assert overlap.main(["--out", str(path), "--dry-run", "--n", "32", "64", "--heads", "4", "--kv-heads", "2",
+                         "--head-dim", "8"]) == 0
+    doc = json.loads(path.read_text())
+    assert doc["kind"] == "ring_overlap" and doc["dry_run"] is True and doc["device"]["kind"] == "cpu"
+    assert [r["n"] for r in doc["rows"]] == [32, 64]
+    assert all(r["bytes"] == 2 * 2 * r["n"] * 8 * 4 for r in doc["rows"])  # K and V, H_kv heads, float32
+    assert all(r["compute_ms"] > 0 and r["transfer_ms"] > 0 and r["overlap_ms"] is None for r in doc["rows"])
+    assert "no CUDA streams" in doc["note"]
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="needs a CUDA GPU.*dry"):
+            overlap.measure_overlap(dry_run=False)
