@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
-__all__ = ["measure_overlap", "main"]
+__all__ = ["measure_overlap"]
 
 #: The reason the CPU cannot show a GPU's overlap (written into dry-run documents).
 CPU_NOTE = ("CPU: no CUDA streams or copy engines; gloo's transfers are loopback TCP on the same "

@@ -49,7 +49,7 @@ from .ring import ring_attention
 from .sharding import LAYOUTS, check_layout, positions
 from .ulysses import ulysses_attention
 
-__all__ = ["seeded_shard", "seeded_full", "main", "TENSORS", "BLOCK"]
+__all__ = ["seeded_shard", "seeded_full"]
 
 #: The tensors :func:`seeded_shard` draws, in the order of their seed offsets.
 TENSORS = ("q", "k", "v", "dout")
