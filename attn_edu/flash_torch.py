@@ -69,14 +69,14 @@ def flash_loop(call: AttentionCall, return_trace: bool, return_lse: bool):
         mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape))
     offset = call.offset
     dev, dtype = q.device, q.dtype
-    cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype  # computed in
-    if cdt != dtype:  # 16-bit inputs: float32 scores, statistics and accumulator, as FlashAttention
-        q, k, v = q.to(cdt), k.to(cdt), v.to(cdt)
+    # 16-bit inputs: float32 scores, statistics and accumulator, as FlashAttention; the tiles are
+    # cast as they are used (extra memory O(tile), as the tiled memory model says)
+    cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
     kt = k.transpose(-1, -2)  # (..., Dk, Lk)
     outs, lses = [], []
     trace: List[TileRecord] = []
     for i, (r0, r1) in enumerate(tile_bounds(lq, block_q)):
-        qi = q[..., r0:r1, :]  # (..., bq, Dk)
+        qi = q[..., r0:r1, :].to(cdt)  # (..., bq, Dk)
         shape = tuple(batch) + (r1 - r0,)
         m = torch.full(shape, float("-inf"), dtype=cdt, device=dev)  # (..., bq)
         l = torch.zeros(shape, dtype=cdt, device=dev)  # (..., bq)
@@ -86,7 +86,7 @@ def flash_loop(call: AttentionCall, return_trace: bool, return_lse: bool):
                 if return_trace:
                     trace.append(TileRecord.capture(i, j, (r0, r1), (c0, c1), True, False, m, l, acc))
                 continue
-            st = (qi @ kt[..., c0:c1]) * s  # (..., bq, bk)
+            st = (qi @ kt[..., c0:c1].to(cdt)) * s  # (..., bq, bk)
             keep = None
             if mask is not None:
                 mt = mask_tile(mask, lq, lk, r0, r1, c0, c1)  # (..., bq or 1, bk or 1)
@@ -108,7 +108,7 @@ def flash_loop(call: AttentionCall, return_trace: bool, return_lse: bool):
             p = torch.exp(st - m_safe[..., None])  # (..., bq, bk); blocked entries exactly 0
             alpha = torch.exp(m - m_safe)  # (..., bq)
             l = l * alpha + p.sum(dim=-1)
-            acc = acc * alpha[..., None] + p @ v[..., c0:c1, :]  # (..., bq, Dv)
+            acc = acc * alpha[..., None] + p @ v[..., c0:c1, :].to(cdt)  # (..., bq, Dv)
             m = m_new
             if return_trace:
                 trace.append(TileRecord.capture(i, j, (r0, r1), (c0, c1), False, keep is not None,

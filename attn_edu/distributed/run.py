@@ -125,7 +125,8 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
-    dist.init_process_group(backend, init_method="env://", timeout=datetime.timedelta(minutes=10))
+    bind = {"device_id": device} if backend == "nccl" else {}  # NCCL: this rank's GPU, from the start
+    dist.init_process_group(backend, init_method="env://", timeout=datetime.timedelta(minutes=10), **bind)
     try:
         rank, p = dist.get_rank(), dist.get_world_size()
         layout = check_layout(a.layout)
