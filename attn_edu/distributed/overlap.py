@@ -66,7 +66,7 @@ def measure_overlap(ns: Sequence[int] = (2048, 4096, 8192, 16384), heads: int = 
     """One row per block length ``n`` (the L/P positions of a ring step): see the module text.
 
     On a GPU the inputs are in its half type (:func:`attn_edu.bench.gpu_half_dtype`);
-    ``dry_run`` runs on the CPU in float32 at n <= 64 (a pipeline check: ``overlap_ms`` None).
+    ``dry_run`` runs on the CPU in float32, each n capped at 64 (a pipeline check: ``overlap_ms`` None).
     Returns a benchmark document (schema ``attn_edu.bench/1``, kind ``"ring_overlap"``).
     """
     from ..bench.env import environment, gpu_half_dtype
@@ -81,7 +81,7 @@ def measure_overlap(ns: Sequence[int] = (2048, 4096, 8192, 16384), heads: int = 
     dev = torch.device("cuda" if cuda else "cpu")
     dtype = getattr(torch, gpu_half_dtype(dev)) if cuda else torch.float32
     if dry_run:
-        ns = [min(int(n), 64) for n in ns[:2]]
+        ns = sorted({min(int(n), 64) for n in ns})
         repeats = min(repeats, 2)
     rows: List[Dict[str, Any]] = []
     g = torch.Generator(device=dev).manual_seed(0)
