@@ -255,8 +255,10 @@ def flash_attention(
 
     Skipped work: tiles that the mask or causality leave empty are never computed
     (see :class:`~attn_edu.masks.TilePlan`), and fully allowed tiles skip the element mask. Peak
-    extra memory is O(block_q * block_k + L * d) per batch element. Everything is
-    computed in the input dtype (float32 stays float32).
+    extra memory is O(block_q * block_k + L * d) per batch element. NumPy arrays are
+    computed in the input dtype (float32 stays float32); torch float16 / bfloat16 tensors
+    keep the scores, statistics and accumulator in float32 (as FlashAttention does), round
+    only the output to the input dtype, and return the log-sum-exp in float32.
 
     Torch tensors (CPU or CUDA) run the PyTorch twin :func:`attn_edu.flash_torch.flash_attention`,
     with the errors of :func:`attn_edu.reference_torch.scaled_dot_product_attention` and

@@ -3,7 +3,10 @@
 The same loop as the NumPy one -- one (block_q x block_k) tile of scores at a time, the
 running max ``m``, sum ``l`` and unnormalised accumulator ``A`` per query row, empty
 tiles skipped, full tiles unmasked -- written with plain, differentiable torch ops on
-any device. Same arguments, same semantics, same errors as
+any device. For float16 and bfloat16 inputs the scores, the statistics (``m``, ``l``,
+the log-sum-exp) and the accumulator are float32 from the start, as in FlashAttention
+and torch's own SDPA kernels; only the output is rounded to the input dtype (the
+log-sum-exp stays float32). Other dtypes compute in their own. Same arguments, same semantics, same errors as
 :func:`attn_edu.flash.flash_attention`, which hands torch tensors here; the argument
 checks are those of :func:`attn_edu.reference_torch.scaled_dot_product_attention`.
 
@@ -66,21 +69,24 @@ def flash_loop(call: AttentionCall, return_trace: bool, return_lse: bool):
         mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape))
     offset = call.offset
     dev, dtype = q.device, q.dtype
+    # 16-bit inputs: float32 scores, statistics and accumulator, as FlashAttention; the tiles are
+    # cast as they are used (extra memory O(tile), as the tiled memory model says)
+    cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
     kt = k.transpose(-1, -2)  # (..., Dk, Lk)
     outs, lses = [], []
     trace: List[TileRecord] = []
     for i, (r0, r1) in enumerate(tile_bounds(lq, block_q)):
-        qi = q[..., r0:r1, :]  # (..., bq, Dk)
+        qi = q[..., r0:r1, :].to(cdt)  # (..., bq, Dk)
         shape = tuple(batch) + (r1 - r0,)
-        m = torch.full(shape, float("-inf"), dtype=dtype, device=dev)  # (..., bq)
-        l = torch.zeros(shape, dtype=dtype, device=dev)  # (..., bq)
-        acc = torch.zeros(shape + (dv,), dtype=dtype, device=dev)  # (..., bq, Dv)
+        m = torch.full(shape, float("-inf"), dtype=cdt, device=dev)  # (..., bq)
+        l = torch.zeros(shape, dtype=cdt, device=dev)  # (..., bq)
+        acc = torch.zeros(shape + (dv,), dtype=cdt, device=dev)  # (..., bq, Dv)
         for j, (c0, c1) in enumerate(tile_bounds(lk, block_k)):
             if not computed[i, j]:
                 if return_trace:
                     trace.append(TileRecord.capture(i, j, (r0, r1), (c0, c1), True, False, m, l, acc))
                 continue
-            st = (qi @ kt[..., c0:c1]) * s  # (..., bq, bk)
+            st = (qi @ kt[..., c0:c1].to(cdt)) * s  # (..., bq, bk)
             keep = None
             if mask is not None:
                 mt = mask_tile(mask, lq, lk, r0, r1, c0, c1)  # (..., bq or 1, bk or 1)
@@ -88,7 +94,7 @@ def flash_loop(call: AttentionCall, return_trace: bool, return_lse: bool):
                     if partial[i, j]:
                         keep = ~torch.isneginf(mt)
                         mt = torch.where(keep, mt, torch.zeros_like(mt))  # no -inf in the graph
-                    st = st + mt.to(dtype)
+                    st = st + mt.to(dtype).to(cdt)  # the mask rounded like the reference's
                 elif partial[i, j]:
                     keep = mt
             if offset is not None and partial[i, j]:
@@ -102,17 +108,17 @@ def flash_loop(call: AttentionCall, return_trace: bool, return_lse: bool):
             p = torch.exp(st - m_safe[..., None])  # (..., bq, bk); blocked entries exactly 0
             alpha = torch.exp(m - m_safe)  # (..., bq)
             l = l * alpha + p.sum(dim=-1)
-            acc = acc * alpha[..., None] + p @ v[..., c0:c1, :]  # (..., bq, Dv)
+            acc = acc * alpha[..., None] + p @ v[..., c0:c1, :].to(cdt)  # (..., bq, Dv)
             m = m_new
             if return_trace:
                 trace.append(TileRecord.capture(i, j, (r0, r1), (c0, c1), False, keep is not None,
                                                 m, l, acc))
-        outs.append(acc / torch.where(l == 0, torch.ones_like(l), l)[..., None])
+        outs.append((acc / torch.where(l == 0, torch.ones_like(l), l)[..., None]).to(dtype))
         if return_lse:
             lse = m + torch.log(torch.where(l == 0, torch.ones_like(l), l))
             lses.append(torch.where(l == 0, torch.full_like(lse, float("-inf")), lse))
     out = torch.cat(outs, dim=-2) if outs else torch.zeros(tuple(batch) + (0, dv), dtype=dtype, device=dev)
     lse = None
     if return_lse:
-        lse = torch.cat(lses, dim=-1) if lses else torch.zeros(tuple(batch) + (0,), dtype=dtype, device=dev)
+        lse = torch.cat(lses, dim=-1) if lses else torch.zeros(tuple(batch) + (0,), dtype=cdt, device=dev)
     return out, lse, trace

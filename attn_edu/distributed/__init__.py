@@ -9,14 +9,20 @@ data between ranks:
   09 (:func:`attn_edu.precision.merge_softmax_stats`); the backward pass is a second ring.
   ``layout="zigzag"`` balances the work of a causal mask.
 * :func:`ulysses_attention`: all-to-all from sequence shards to head shards, ordinary
-  attention per head, and back (needs H divisible by P).
+  attention per head, and back (needs H divisible by P). Both take grouped-query K/V
+  (H_kv < H heads) and send them as they are; Ulysses copies K/V heads when P > H_kv.
 * :func:`shard` / :func:`unshard`: how a sequence is split (``"contiguous"`` or ``"zigzag"``).
 * :func:`launch`: runs a function on P processes joined in a process group (gloo on CPUs,
   NCCL on GPUs), for notebooks and tests; :func:`run_attention` is what chapter 14 runs.
 * :func:`record` counts the bytes the wrappers send; :func:`ring_bytes` and
   :func:`ulysses_bytes` derive them.
+* ``python -m attn_edu.distributed.run`` is the entry point ``torchrun`` starts on a
+  cluster (each rank draws its own shard, :func:`seeded_shard`); ``python -m
+  attn_edu.distributed.overlap`` times a ring step's compute/transfer overlap on one GPU
+  (:func:`measure_overlap`).
 
-The same code runs with the gloo backend on CPU processes and NCCL on CUDA GPUs.
+The code is written for the gloo backend on CPU processes and NCCL on CUDA GPUs; only gloo
+is tested here.
 Importing this package imports torch (``import attn_edu`` does not). Chapter 14.
 """
 from __future__ import annotations
@@ -41,7 +47,18 @@ __all__ = [
     "record", "Record", "exchange", "Transfer", "all_to_all", "ring_bytes", "ulysses_bytes",
     "active_records", "compute_timer",
     "run_attention", "torch_context_parallel", "METHODS",
+    "seeded_shard", "seeded_full", "measure_overlap",
 ]
+
+_LAZY = {"seeded_shard": "run", "seeded_full": "run", "measure_overlap": "overlap"}
+
+
+def __getattr__(name):  # the entry-point modules load on first use, so that ``python -m`` runs
+    if name in _LAZY:   # them fresh (imported here first, runpy would warn)
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # Re-bound here with a doc comment: autodoc documents a module's data only where it is assigned.

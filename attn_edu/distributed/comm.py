@@ -36,7 +36,10 @@ class Record:
         sent: bytes handed to ``torch.distributed`` to send to *other* ranks (an
             all-to-all's own chunk stays local and is not counted).
         received: bytes that arrived from other ranks: a point-to-point receive counts
-            when its transfer completes (``Transfer.wait()``), not when it is posted.
+            when its transfer completes, not when it is posted. On the CPU (gloo) that is
+            ``Transfer.wait()``, which blocks; with CUDA tensors (NCCL) ``wait()`` only makes
+            the compute stream wait, so GPU receives (and all-to-alls) are counted when the
+            record closes, after a device synchronisation: when they have truly arrived.
         sent_blocks, received_blocks: one ``(op, peer rank, bytes, fingerprint)`` per block
             sent to / received from another rank, in the order the transfers were started;
             the fingerprint is a hash of the block's bytes (None for GPU tensors, which are not
@@ -44,8 +47,11 @@ class Record:
             Rank ``b``'s received blocks from ``a`` must equal rank ``a``'s sent blocks to ``b``.
         calls: number of calls per operation (``"p2p"``, ``"all_to_all"``).
         bytes_by_op: bytes sent per operation.
-        compute_s: wall seconds spent computing attention blocks, one entry per ring step
-            (or per local attention of Ulysses); measured only while recording.
+        compute_s: seconds spent computing attention blocks, one entry per ring step (or
+            per local attention of Ulysses); measured only while recording. On the CPU wall
+            seconds; on a GPU CUDA events recorded on the compute stream around the block,
+            read when the record closes (nothing is synchronised in between, so transfers
+            on NCCL's stream still overlap).
         compute_cpu_s: the CPU seconds of the calling thread over the same blocks (with one
             torch thread per rank, the work itself, even when processes share cores).
         pairs: the (step, query chunk, key chunk, kind) blocks the ring computed.
@@ -60,6 +66,25 @@ class Record:
     compute_s: List[float] = field(default_factory=list)
     compute_cpu_s: List[float] = field(default_factory=list)
     pairs: List[tuple] = field(default_factory=list)
+    # GPU entries completed when the record closes: (arriving blocks, slot) and (index, events)
+    _deferred: List[tuple] = field(default_factory=list, repr=False)
+    _events: List[tuple] = field(default_factory=list, repr=False)
+
+
+def _close(rec: Record) -> None:
+    """Complete the GPU entries of ``rec``: one device synchronisation, then the receives'
+    bytes and the compute times from their CUDA events."""
+    if not (rec._deferred or rec._events):
+        return
+    import torch
+
+    torch.cuda.synchronize()
+    for arriving, slot in rec._deferred:
+        _tally_arrived(arriving[0], arriving[1], [rec], None if slot is None else [slot])
+    for index, start, end in rec._events:
+        rec.compute_s[index] = start.elapsed_time(end) / 1e3
+    rec._deferred.clear()
+    rec._events.clear()
 
 
 _ACTIVE: List[Record] = []
@@ -76,8 +101,9 @@ def record() -> Iterator[Record]:
         rec.sent, rec.received, rec.compute_s
 
     Records nest (each active one sees everything). While recording, compute times are
-    measured, which on a GPU synchronises the device around each block; outside a record
-    nothing is timed or synchronised.
+    measured: on a GPU with CUDA events on the compute stream, without synchronising
+    (the device is synchronised once, when the record closes); outside a record nothing is
+    timed or synchronised.
     """
     rec = Record()
     _ACTIVE.append(rec)
@@ -85,6 +111,7 @@ def record() -> Iterator[Record]:
         yield rec
     finally:
         _ACTIVE.remove(rec)
+        _close(rec)
 
 
 def active_records() -> List[Record]:
@@ -132,23 +159,28 @@ def _tally_arrived(op: str, blocks: List[tuple], records: List[Record], slots: O
 def compute_timer(step_pairs: Optional[List[tuple]] = None) -> Iterator[None]:
     """Time the enclosed block of attention into every active record (no-op otherwise).
 
-    On a GPU the device is synchronised before and after, so the time is the kernels'.
-    ``step_pairs`` are appended to each record's ``pairs``.
+    On a GPU (CUDA initialised) two CUDA events on the current stream bracket the block and
+    the time is read when the record closes: nothing waits here, so a transfer running on
+    NCCL's stream keeps overlapping. On the CPU, wall seconds. ``step_pairs`` are appended
+    to each record's ``pairs``.
     """
     if not _ACTIVE:
         yield
         return
     import torch
 
-    sync = torch.cuda.synchronize if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    if sync:
-        sync()
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    if cuda:
+        events = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        events[0].record()
     start, cpu = time.perf_counter(), time.thread_time()
     yield
-    if sync:
-        sync()
     elapsed, cpu = time.perf_counter() - start, time.thread_time() - cpu
+    if cuda:
+        events[1].record()
     for rec in _ACTIVE:
+        if cuda:
+            rec._events.append((len(rec.compute_s), *events))
         rec.compute_s.append(elapsed)
         rec.compute_cpu_s.append(cpu)
         rec.pairs.extend(step_pairs or [])
@@ -182,9 +214,13 @@ class Transfer:
     def wait(self) -> None:
         if self._works is not None:
             for w in self._works:
-                w.wait()
+                w.wait()  # gloo: blocks until done; NCCL: the current stream waits for the transfer
             self._works = None
-            _tally_arrived("p2p", self._arriving, self._records, self._slots)
+            if any(t.device.type == "cuda" for _, t in self._arriving):  # arrived only once the
+                for rec, slot in zip(self._records, self._slots):  # stream gets there: at the close
+                    rec._deferred.append((("p2p", self._arriving), slot))
+            else:
+                _tally_arrived("p2p", self._arriving, self._records, self._slots)
 
 
 def exchange(send: Any, dst: int, recv: Any, src: int, group: Any = None, tag: int = 0) -> Transfer:
@@ -221,8 +257,12 @@ def all_to_all(out: Any, inp: Any, group: Any = None) -> Any:
     dist.all_to_all_single(out, inp, group=group)
     if _ACTIVE:
         _tally_sent("all_to_all", [(glob(g), c) for g, c in enumerate(inp.chunk(p)) if g != me])
-        _tally_arrived("all_to_all", [(glob(g), c) for g, c in enumerate(out.chunk(p)) if g != me],
-                       list(_ACTIVE))
+        arrived = [(glob(g), c) for g, c in enumerate(out.chunk(p)) if g != me]
+        if out.device.type == "cuda":  # NCCL: enqueued, not arrived; counted when the record closes
+            for rec in _ACTIVE:
+                rec._deferred.append((("all_to_all", arrived), None))
+        else:
+            _tally_arrived("all_to_all", arrived, list(_ACTIVE))
     return out
 
 
@@ -276,12 +316,13 @@ def ulysses_bytes(batch: int, heads: int, length: int, head_dim: int, world_size
 
     (Q, K and V in, the output back). The backward moves dO in and dQ, dK, dV back: the
     same again. Unlike the ring's, this shrinks as :math:`1/P`. With ``kv_heads`` < P the
-    key/value heads cannot be split over the ranks and must be copied, which this count
-    leaves out (a lower bound then). Chapter 14.
+    key/value heads cannot be split over the ranks: each is copied P / H_kv times, so K
+    and V travel with :math:`\max(H_{kv}, P)` heads, as
+    :func:`attn_edu.distributed.ulysses_attention` sends them. Chapter 14.
     """
     b, h, L, d, p, s = _dims(batch, heads, length, head_dim, world_size, itemsize)
     hkv = h if kv_heads is None else _checks.check_length("kv_heads", kv_heads, minimum=1)
     if L % p:
         raise ValueError(f"length L = {L} is not divisible by world_size P = {p}")
     one = lambda heads_: b * heads_ * (L // p) * d * s * (p - 1) // p  # noqa: E731  one all-to-all
-    return (2 if backward else 1) * (2 * one(h) + 2 * one(hkv))
+    return (2 if backward else 1) * (2 * one(h) + 2 * one(max(hkv, p)))  # K/V copied when H_kv < P

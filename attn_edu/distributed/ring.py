@@ -64,13 +64,20 @@ def check_shards(q: Tensor, k: Tensor, v: Tensor, causal: object, scale: object,
     floating dtype, one device, shapes, ``causal``, ``scale``), then what sharding adds:
     q, k and v have the same leading axes (no broadcasting), and a causal mask needs query
     and key shards of the same length (self-attention, sharded alike; ``"bottom_right"``
-    is then the same as ``"top_left"``). Returns ``(q, k, v, causal: bool, scale: float)``.
+    is then the same as ``"top_left"``). K and V may have fewer heads than Q (grouped-query
+    attention: H_kv dividing H on axis -3); they are returned as they are, not expanded.
+    Returns ``(q, k, v, causal: bool, scale: float)``.
     """
-    call = attention_call(q, k, v, None, causal, scale, torch_like=True)
-    q, k, v, align, s = call.q, call.k, call.v, call.align, call.scale
-    if q.shape[:-2] != k.shape[:-2]:
+    kq = getattr(q, "shape", ()), getattr(k, "shape", ())
+    gqa = len(kq[0]) >= 3 and len(kq[1]) == len(kq[0]) and kq[0][:-2] != kq[1][:-2]
+    call = attention_call(q, k, v, None, causal, scale, gqa, torch_like=True)  # GQA: H_kv divides H
+    align, s = call.align, call.scale
+    if gqa and kq[0][:-3] != kq[1][:-3]:
+        gqa = False
+    if q.shape[:-2] != k.shape[:-2] and not gqa:
         raise ValueError(
-            f"{who} needs q, k and v with the same leading (batch, head) axes; got q {tuple(q.shape)} "
+            f"{who} needs q, k and v with the same leading (batch, head) axes, or k and v with "
+            f"H_kv heads dividing q's H (grouped-query attention); got q {tuple(q.shape)} "
             f"and k {tuple(k.shape)}"
         )
     if align is not None and q.shape[-2] != k.shape[-2]:
@@ -102,10 +109,15 @@ def block_backward(q: Tensor, k: Tensor, v: Tensor, do: Tensor, lse: Tensor, del
     mask (equal lengths, the same positions: a diagonal block). Computed ``block_q`` query
     rows at a time (default 64), so the scratch memory is O(block_q * n_k), in float32 for
     16-bit inputs (else in the input dtype); returns (dq, dk, dv) in that dtype. Rows with
-    ``lse = -inf`` (no key at all) get zero gradients. Chapter 14.
+    ``lse = -inf`` (no key at all) get zero gradients. With grouped-query attention (k, v
+    with H_kv heads on axis -3, H_kv dividing q's H) the K/V heads are expanded here, on
+    this rank only, and dk, dv summed back over each group: (..., H_kv, n_k, d). Chapter 14.
     """
     acc = accumulation_dtype(q.dtype)
     q, k, v, do, lse, delta = (t.to(acc) for t in (q, k, v, do, lse, delta))
+    group = q.shape[-3] // k.shape[-3] if q.dim() >= 3 and k.shape[-3] != q.shape[-3] else 1
+    if group > 1:  # each K/V head serves `group` consecutive query heads
+        k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
     n_q, n_k = q.shape[-2], k.shape[-2]
     bq = 64 if block_q is None else _checks.check_positive_int("block_q", block_q)
     lse = torch.where(torch.isneginf(lse), torch.full_like(lse, math.inf), lse)  # no key: P = 0
@@ -126,6 +138,9 @@ def block_backward(q: Tensor, k: Tensor, v: Tensor, do: Tensor, lse: Tensor, del
         ds = p * (doi @ vv.transpose(-1, -2) - delta[..., r0:r1, None])  # (..., bq, end)
         dq[..., r0:r1, :] = (ds @ kk) * scale  # (..., bq, d)
         dk[..., :end, :] += (ds.transpose(-1, -2) @ qi) * scale  # (..., end, d)
+    if group > 1:  # (..., H, n_k, d) -> (..., H_kv, n_k, d): a K/V head's gradient sums its group's
+        dk = dk.unflatten(-3, (-1, group)).sum(-3)
+        dv = dv.unflatten(-3, (-1, group)).sum(-3)
     return dq, dk, dv
 
 
@@ -173,7 +188,10 @@ def _ring_forward(q, k, v, causal, scale, layout, group, block_q, block_k, overl
     rank, p = group_info(group, "ring_attention")
     per = chunk_count(layout)
     acc = accumulation_dtype(q.dtype)
-    qc = q.chunk(per, dim=-2)  # this rank's query chunks, each (..., c, d_k)
+    gqa = k.shape[-3] != q.shape[-3] if q.dim() >= 3 else False  # K/V with H_kv < H heads
+    # 16-bit inputs: each block's output and log-sum-exp in float32 (the casts are exact), so the
+    # only rounding to the input dtype is the final output's, as in a single FlashAttention call
+    qc = [c.to(acc) for c in q.chunk(per, dim=-2)]  # this rank's query chunks, each (..., c, d_k)
     m = [torch.full(c.shape[:-1], -math.inf, dtype=acc, device=q.device) for c in qc]  # (..., c)
     l = [torch.zeros(c.shape[:-1], dtype=acc, device=q.device) for c in qc]  # (..., c)
     o = [torch.zeros(c.shape[:-1] + v.shape[-1:], dtype=acc, device=q.device) for c in qc]  # (..., c, d_v)
@@ -181,9 +199,10 @@ def _ring_forward(q, k, v, causal, scale, layout, group, block_q, block_k, overl
         pairs = step_pairs(rank, source, p, layout, causal)  # source: whose K, V this rank holds
         with comm.compute_timer([(t, w.q_chunk, w.k_chunk, w.kind) for w in pairs]):
             for w in pairs:
-                ob, lse_b = flash_attention(qc[w.q_local], kc[w.k_local], vc[w.k_local],
+                ob, lse_b = flash_attention(qc[w.q_local], kc[w.k_local].to(acc), vc[w.k_local].to(acc),
                                             causal=w.kind == "diagonal", scale=scale,
-                                            block_q=block_q, block_k=block_k, return_lse=True)
+                                            block_q=block_q, block_k=block_k, return_lse=True,
+                                            enable_gqa=gqa)
                 lse_b = lse_b.to(acc)  # a block's (m, l) is (lse, 1), or (-inf, 0) without keys
                 i = w.q_local
                 m[i], l[i], o[i] = merge_softmax_stats(m[i], l[i], o[i], lse_b,
@@ -273,9 +292,15 @@ def ring_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = F
         overlap: send the next block while computing with this one (True), or wait for
             each transfer first (False; the same numbers, for measuring what overlap buys).
 
+    Grouped-query attention: ``k`` and ``v`` may have H_kv heads (axis -3) dividing q's H;
+    they travel round the ring as they are (H_kv heads: :func:`.ring_bytes` with
+    ``heads=H_kv``), are expanded only inside each rank's computation, and their gradients
+    come back with H_kv heads.
+
     Differentiable: the backward pass runs a second ring (every rank must call backward).
-    Works with gloo (CPU tensors) and NCCL (CUDA tensors) alike; 16-bit inputs are merged
-    and their gradients summed in float32. Every rank must pass shards of the same shape
+    Works with gloo (CPU tensors) and NCCL (CUDA tensors) alike. 16-bit inputs: each
+    block's output, log-sum-exp and running statistics are float32, merged in float32, and
+    gradients summed in float32; only the results are rounded to the input dtype. Every rank must pass shards of the same shape
     (the transfers are sized from the local shard). Explained in chapter 14.
     """
     q, k, v, causal_b, s = check_shards(q, k, v, causal, scale, "ring_attention")

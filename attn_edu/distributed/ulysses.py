@@ -4,7 +4,10 @@ Each of ``P`` ranks holds ``L/P`` positions of all ``H`` heads. One all-to-all p
 turns that into **all** ``L`` positions of ``H/P`` heads; heads are independent, so each
 rank then runs ordinary attention on its heads over the whole sequence, and a last
 all-to-all turns the output back into sequence shards. The backward pass does the same
-with the gradients. It needs ``H`` divisible by ``P`` (at most ``H`` ranks).
+with the gradients. It needs ``H`` divisible by ``P`` (at most ``H`` ranks). With
+grouped-query attention K and V have ``H_kv`` heads: they travel as they are when ``P``
+divides ``H_kv``, and when ``P > H_kv`` (``H_kv`` dividing ``P``) each K/V head is first
+copied ``P / H_kv`` times, so that every rank receives the one its query heads use.
 Jacobs et al. (2023), *DeepSpeed Ulysses*. Chapter 14.
 """
 from __future__ import annotations
@@ -71,10 +74,11 @@ class _Ulysses(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, causal, scale, layout, group, block_q, block_k):  # type: ignore[override]
         to_seq, to_rank = _orders(q.shape[-2], torch.distributed.get_world_size(group), layout, q.device)
-        qh, kh, vh = (_gather(x, group, to_seq) for x in (q, k, v))  # (..., H/P, L, d)
+        qh, kh, vh = (_gather(x, group, to_seq) for x in (q, k, v))  # (..., H/P or H_kv/P, L, d)
         with comm.compute_timer():
             oh, lse = flash_attention(qh, kh, vh, causal=causal, scale=scale, block_q=block_q,
-                                      block_k=block_k, return_lse=True)
+                                      block_k=block_k, return_lse=True,
+                                      enable_gqa=kh.shape[-3] != qh.shape[-3])
         ctx.save_for_backward(qh, kh, vh, oh, lse)
         ctx.options = (causal, scale, group, block_q, to_seq, to_rank)
         return _scatter(oh, group, to_rank)
@@ -104,7 +108,10 @@ def ulysses_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] 
     single-device reference up to rounding (<= 1e-10 in float64), causal masks included.
 
     Needs the number of heads H divisible by the number of ranks P (a ValueError
-    otherwise), and q, k, v with the same number of heads. Differentiable: the backward
+    otherwise). K and V may have H_kv < H heads (grouped-query attention, H_kv dividing
+    H): sent as they are when P divides H_kv; when P > H_kv (and H_kv divides P) each K/V
+    head is copied P / H_kv times before the all-to-all, which sends those copies (counted
+    by :func:`.ulysses_bytes`); their gradients are summed back. Differentiable: the backward
     moves dO in and dQ, dK, dV back with four more all-to-alls. Works with gloo and NCCL.
     Explained in chapter 14.
     """
@@ -119,10 +126,19 @@ def ulysses_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] 
             f"ulysses_attention gives each rank H/P whole heads, so the number of heads must be "
             f"divisible by the number of ranks; got H = {h} heads (q {tuple(q.shape)}) and P = {p}"
         )
+    hkv = k.shape[-3]
+    if hkv % p and p % hkv:
+        raise ValueError(
+            f"ulysses_attention gives each rank H_kv/P K/V heads, or copies each K/V head P/H_kv "
+            f"times when P > H_kv; got H_kv = {hkv} K/V heads (k {tuple(k.shape)}) and P = {p}, "
+            "neither dividing the other"
+        )
     if layout == "zigzag" and q.shape[-2] % 2:
         raise ValueError(f"a zigzag shard holds two equal chunks, so its length must be even; got "
                          f"q {tuple(q.shape)}")
     for name, b in (("block_q", block_q), ("block_k", block_k)):
         if b is not None:
             _checks.check_positive_int(name, b)
+    if hkv < p:  # too few K/V heads to split: copy each so that every rank receives its own
+        k, v = k.repeat_interleave(p // hkv, dim=-3), v.repeat_interleave(p // hkv, dim=-3)
     return _Ulysses.apply(q, k, v, causal_b, s, layout, group, block_q, block_k)

@@ -32,7 +32,8 @@ def run_attention(rank: int, world_size: int, q: torch.Tensor, k: torch.Tensor, 
     """One rank of a sequence-parallel attention layer: shard, attend, (backward), report.
 
     ``q``, ``k``, ``v`` are the full (B, H, L, d) tensors (every rank gets them all and keeps
-    its :func:`.shard`); with ``dout`` (the gradient of the full output) the backward pass
+    its :func:`.shard`; k and v may have H_kv < H heads; on a cluster, where no rank should
+    hold the full tensors, use ``python -m attn_edu.distributed.run`` under torchrun); with ``dout`` (the gradient of the full output) the backward pass
     runs too. Returns a dict: ``out`` (this rank's output shard), ``grads`` (dq, dk, dv
     shards, or None), ``positions`` (the global positions of the rows), ``sent`` /
     ``received`` (bytes handed over to send / bytes that arrived, counted by the
@@ -71,6 +72,8 @@ def run_attention(rank: int, world_size: int, q: torch.Tensor, k: torch.Tensor, 
             out, peak = peak_memory(layer, device="cuda" if dev.type == "cuda" else "torch_cpu")
         else:
             out = layer()
+        if dev.type == "cuda":  # the kernels and NCCL's transfers were only queued
+            torch.cuda.synchronize()
         wall = time.perf_counter() - start
     result = {
         "rank": rank, "out": out.detach(), "positions": positions(q.shape[-2], rank, world_size, layout),
