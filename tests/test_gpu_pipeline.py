@@ -279,7 +279,12 @@ def test_memory_model_matches_the_tensors_allocated():
     assert profiling.attention_peak_bytes(1000, 64, 2, 4, 16) == 2 * 4 * 16 * (2 * 1000**2 + 1000 * 64)
     assert profiling.attention_peak_bytes(1000, 64, 2, 4, 16, tiled=True) == 4 * 16 * 1000 * (2 * 64 + 4)
     fig = bench.memory_model_figure()
-    assert len(fig.data) == 2 + len({g["memory_gb"] for g in bench.GPU_SPECS.values()})
+    assert len(fig.data) == 2 + len(bench.GPU_SPECS)   # one line per GPU
+    # the GPUs' lines at what nvidia-smi reports (book/notation.md), not the label's GB as 1e9 B:
+    # an "80 GB" H100 holds 81,559 MiB = 79.6 GiB, not 80e9 B = 74.5 GiB
+    lines = {t.name.split(' "')[0]: t.y[0] for t in fig.data[2:]}
+    assert lines["H100 SXM"] == 81_559 / 1024 and round(lines["H100 SXM"], 1) == 79.6
+    assert lines["T4"] == 15.0 and lines["A100 SXM"] == 80.0
 
 
 class _StandInCuda:

@@ -21,7 +21,8 @@ from attn_edu import profiling
 from attn_edu.decoding import GPUS
 
 ROOT = Path(__file__).resolve().parents[1]
-H100_TOTAL = 85_520_809_984  # torch's total_memory of an H100 80GB HBM3
+H100_TOTAL = 85_017_493_504  # torch's total_memory of the recorded H100 80GB HBM3 (the bench JSONs'
+# memory_bytes; book/notation.md); 85_520_809_984 = 81,559 MiB is the total nvidia-smi reports
 T4 = gp.GPUInfo("T4", (7, 5), 15 * 10**9, 40)
 H100 = gp.GPUInfo("NVIDIA H100 80GB HBM3", (9, 0), H100_TOTAL, 132)
 

@@ -166,12 +166,11 @@ def memory_model_figure(batch: int = 4, heads: int = 16, d: int = 64, itemsize: 
         fig.add_trace(go.Scatter(
             x=list(ns), y=[profiling.attention_peak_bytes(n, d, itemsize, batch, heads, tiled=tiled) / gib
                            for n in ns], mode="lines+markers", name=name))
-    by_memory: Dict[int, list] = {}
-    for gpu, spec in GPU_SPECS.items():
-        by_memory.setdefault(spec["memory_gb"], []).append(gpu)
-    for gb, gpus in sorted(by_memory.items()):
-        fig.add_trace(go.Scatter(x=list(ns), y=[gb * 1e9 / gib] * len(ns), mode="lines",
-                                 line=dict(dash="dot", color="gray"), name=f"{' / '.join(gpus)}: {gb} GB"))
+    for gpu, spec in sorted(GPU_SPECS.items(), key=lambda item: item[1]["memory_bytes"]):
+        size = spec["memory_bytes"] / gib    # what nvidia-smi reports, not the label's GB
+        fig.add_trace(go.Scatter(x=list(ns), y=[size] * len(ns), mode="lines",
+                                 line=dict(dash="dot", color="gray"),
+                                 name=f"{gpu} \"{spec['memory_gb']} GB\": {size:.1f} GiB"))
     fig.update_layout(
         height=400, title=dict(text=f"Extra memory of one forward (model): B={batch}, H={heads}, d={d}, "
                                     f"{8 * itemsize}-bit", font_size=13),

@@ -21,16 +21,22 @@ __all__ = ["GPU_SPECS", "PUBLISHED", "PUBLISHED_SWEEPS", "sweep_ratios", "roofli
 
 # The peaks and bandwidths have one home, chapter 13's roofline table
 # (attn_edu.decoding.GPUS); this adds what chapters 08 and 10 draw besides them.
-_MEMORY_AND_FP32 = {"H100 SXM": ("H100 SXM", 80, 67.0), "A100 SXM": ("A100 SXM 80GB", 80, 19.5),
-                    "T4": ("T4", 16, 8.1)}
+# Memory: the vendor's label in GB, and the total nvidia-smi reports in MiB (book/notation.md:
+# an "80 GB" H100 holds 81,559 MiB = 85.5e9 B = 79.6 GiB; an A100 80GB 81,920 MiB; a T4 15,360 MiB).
+_MEMORY_AND_FP32 = {"H100 SXM": ("H100 SXM", 80, 81_559, 67.0),
+                    "A100 SXM": ("A100 SXM 80GB", 80, 81_920, 19.5),
+                    "T4": ("T4", 16, 15_360, 8.1)}
 
 #: Vendor peak figures (published datasheets, ``cite`` = their references.bib key; dense), bf16/fp16
-#: tensor-core TFLOP/s and memory bandwidth in TB/s (from :data:`attn_edu.decoding.GPUS`), memory in GB and
-#: float32 (FMA) TFLOP/s. The T4 has no bfloat16; its float16 tensor-core peak is 65 TFLOP/s.
+#: tensor-core TFLOP/s and memory bandwidth in TB/s (from :data:`attn_edu.decoding.GPUS`), the
+#: memory's label in GB (``memory_gb``, the vendor's "80 GB": not a byte count) and its size in
+#: bytes (``memory_bytes``, the total ``nvidia-smi`` reports; book/notation.md), and float32 (FMA)
+#: TFLOP/s. The T4 has no bfloat16; its float16 tensor-core peak is 65 TFLOP/s.
 GPU_SPECS: Dict[str, Dict[str, Any]] = {
     name: {"tflops": GPUS[key].flops_16bit / 1e12, "tb_per_s": GPUS[key].bandwidth / 1e12,
-           "memory_gb": memory_gb, "fp32_tflops": fp32, "cite": GPUS[key].source}
-    for name, (key, memory_gb, fp32) in _MEMORY_AND_FP32.items()
+           "memory_gb": memory_gb, "memory_bytes": memory_mib * 2**20, "fp32_tflops": fp32,
+           "cite": GPUS[key].source}
+    for name, (key, memory_gb, memory_mib, fp32) in _MEMORY_AND_FP32.items()
 }
 
 #: Attention forward throughput reported by the papers (published, not measured here).
