@@ -27,6 +27,9 @@ second command where the first one stopped):
     The measurements we do not have yet: ``python -m attn_edu.bench --measure NAME``,
     NAME in :data:`MEASUREMENTS` (backward, forward against cuDNN, causal at d = 128, host
     time, decode eager against graph replay, peak memory).
+``ring-overlap``
+    ``python -m attn_edu.distributed.overlap``: a ring step's K/V transfer (a copy engine, its
+    own stream) timed with CUDA events against its compute, on one GPU (chapter 14).
 ``gpu-tests``
     ``pytest -m "triton or cuda"``: the tests only a GPU runs.
 ``correctness`` ... ``sweep-other-d``
@@ -836,11 +839,15 @@ def steps(run: Run) -> List[Step]:
     causal_path = out / f"gpu_{gpu}_d{ds[0]}_causal.json"
     decode_path = out / "decode" / f"decode_{gpu}.json"   # save_results makes the folder
     goals_path, sparse_path = out / f"goals_{gpu}.json", out / f"block_sparse_{gpu}.json"
+    overlap_path = out / f"ring_overlap_{gpu}.json"
     return [
         Step("chapters", "Run all: every chapter in Colab's notebook stack", lambda: _chapters_step(run, t4=False)),
         Step("t4", "the GPU-branch chapters under a T4's limits, and their T4 estimates",
              lambda: _chapters_step(run, t4=True)),
         *[Step(f"measure-{m}", f"python -m attn_edu.bench --measure {m}", measure(m)) for m in MEASUREMENTS],
+        Step("ring-overlap", "a ring step's K/V transfer timed against its compute on one GPU (chapter 14)",
+             lambda: run.command("ring-overlap", [py, "-m", "attn_edu.distributed.overlap", *dry_flag,
+                                 "--out", str(overlap_path)], [overlap_path])),
         Step("gpu-tests", 'pytest -m "triton or cuda"', lambda: _gpu_tests_step(run)),
         Step("correctness", "every kernel against float64, in the GPU's half type",
              lambda: run.command("correctness", bench + ["--correctness", *dry_flag])),
@@ -1009,6 +1016,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 STEP_NAMES = [("chapters", "Run all: every chapter in Colab's notebook stack"),
               ("t4", "the GPU-branch chapters under ATTN_EDU_GPU_PROFILE=t4, then --t4-estimates"),
               *[(f"measure-{m}", f"python -m attn_edu.bench --measure {m}") for m in MEASUREMENTS],
+              ("ring-overlap", "a ring step's K/V transfer timed against its compute on one GPU (chapter 14)"),
               ("gpu-tests", 'pytest -m "triton or cuda"'),
               ("correctness", "every kernel against float64, in the GPU's half type"),
               ("sweep", "every implementation at the first head dimension (d = 64), with peak memory"),

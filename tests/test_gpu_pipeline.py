@@ -110,7 +110,8 @@ def test_dry_run_legacy_sweeps_record_their_failures(dry_run_dir):
     # the sweeps the chapters plot, and beside them one document per measurement (--measure NAME)
     assert names == sorted(["block_sparse_dry-run-cpu.json", "goals_dry-run-cpu.json",
                             "gpu_dry-run-cpu_d16.json", "gpu_dry-run-cpu_d16_causal.json",
-                            "gpu_dry-run-cpu_d32.json", *(f"{m}_dry-run-cpu.json" for m in bench.MEASURES)])
+                            "gpu_dry-run-cpu_d32.json", "ring_overlap_dry-run-cpu.json",
+                            *(f"{m}_dry-run-cpu.json" for m in bench.MEASURES)])
     for doc in bench.load_results(out):
         assert doc["schema"] == bench.SCHEMA and doc["kind"] in bench.KINDS
         assert doc["dry_run"] is True and doc["device"]["kind"] == "cpu"
