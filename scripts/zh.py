@@ -238,9 +238,11 @@ SRC = ROOT / "_build" / "zh-src"
 #: the English build's executions (scripts/execute_chapters.py), which the Chinese book reuses
 CACHE = ROOT / "_build" / ".jupyter_cache"
 #: the table of contents' captions and the titles _toc.yml sets, in Chinese
-TOC_WORDS = {"Front matter": "前言", "Foundations": "基础", "Building blocks": "构件",
-             "Efficient attention": "高效的注意力", "Attention at scale": "大规模的注意力",
-             "Back matter": "附录", "Why divide by √d_k": "为什么除以 √d_k"}
+#: (the part names are the front page's, book/zh/intro.md, and a chapter's title its heading's:
+#: tests/test_zh.py holds them to that)
+TOC_WORDS = {"Front matter": "前言", "Foundations": "基础", "Building blocks": "基本组件",
+             "Efficient attention": "高效注意力", "Attention at scale": "大规模注意力",
+             "Back matter": "附录", "Why divide by √d_k": "为什么要除以 √d_k"}
 
 
 def page_sha(path: Path) -> str:

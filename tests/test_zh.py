@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -67,13 +68,43 @@ def _zh_texts():
         yield f"book/zh/{path.name}", _zh_prose(path.read_text(encoding="utf-8"))
 
 
+def _uses(text: str, variant: str) -> bool:
+    """A variant of terms.yml's `avoid` lists: a literal, or "re:PATTERN" a regular expression."""
+    return bool(re.search(variant[3:], text)) if variant.startswith("re:") else variant in text
+
+
+def test_an_avoided_pattern_is_found_and_the_term_it_protects_is_not():
+    assert _uses("它做的算术更少", "re:算术(?!强度)") and not _uses("算术强度很低", "re:算术(?!强度)")
+    assert _uses("每组一个尺度", "re:(?<!量化)尺度") and not _uses("每组一个量化尺度", "re:(?<!量化)尺度")
+    assert _uses("检查程序会试验", "检查程序") and not _uses("检查器会试验", "检查程序")
+
+
+def test_the_sidebar_names_the_parts_and_titles_as_the_pages_do():
+    """The Chinese sidebar (zh.TOC_WORDS, over _toc.yml's captions and titles) says what the
+    front page and the chapters' headings say."""
+    yaml = pytest.importorskip("yaml")
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text(encoding="utf-8"))
+    intro = (zh.ZH_BOOK / "intro.md").read_text(encoding="utf-8")
+    for part in toc["parts"]:
+        assert part["caption"] in zh.TOC_WORDS, f"_toc.yml caption {part['caption']!r} has no Chinese name"
+        if part.get("numbered"):   # the chapters' parts are the front page's bold lines
+            assert f"**{zh.TOC_WORDS[part['caption']]}**" in intro, (
+                f"book/zh/intro.md names the part {part['caption']!r} otherwise than the sidebar's "
+                f"{zh.TOC_WORDS[part['caption']]!r}")
+        for chapter in part["chapters"]:
+            if "title" in chapter:
+                heading = zh.source(zh.load(REPO / "notebooks" / "zh" / (Path(chapter["file"]).name + ".ipynb"))["cells"][0])
+                words = zh.TOC_WORDS[chapter["title"]].split(" ")[0]
+                assert heading.startswith(f"# {words} "), f"the sidebar's {zh.TOC_WORDS[chapter['title']]!r} is not the heading {heading.splitlines()[0]!r}"
+
+
 def test_the_terms_table_is_followed():
     yaml = pytest.importorskip("yaml")
     terms = yaml.safe_load((zh.ZH_BOOK / "terms.yml").read_text(encoding="utf-8"))
     assert len(terms) >= 20 and all(t.get("en") and t.get("zh") for t in terms)
     avoid = [(v, t["zh"], t["en"]) for t in terms for v in t.get("avoid") or []]
     found = [f"{where}: {v!r} (the book says {z!r} for {en!r})"
-             for where, text in _zh_texts() for v, z, en in avoid if v in text]
+             for where, text in _zh_texts() for v, z, en in avoid if _uses(text, v)]
     assert not found, "\n".join(found)
     glossary = (zh.ZH_BOOK / "glossary.md").read_text(encoding="utf-8")
     for t in terms:  # the glossary's Chinese column is the table's
