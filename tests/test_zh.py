@@ -175,6 +175,17 @@ def test_a_cell_on_one_side_only_and_a_changed_formula_are_named(pair):
     assert any("math differ" in p and math_cell["id"] in p for p in zh.check_chapter(en))
 
 
+def test_words_in_text_may_be_translated_and_the_rest_of_a_formula_may_not():
+    en = "Then $$\\text{numbers moved} = n d + \\text{a {nested} note}\\, x$$ and $c_j = m_j \\text{ if } m_j > 0$.\n"
+    zh_ok = "于是 $$\\text{搬运的数} = n d + \\text{一个{嵌套}注释}\\, x$$，且 $c_j = m_j \\text{ 若 } m_j > 0$。\n"
+    assert zh.markdown_keeps(en, zh_ok) == []
+    for broken in (zh_ok.replace("n d +", "n d -"),                 # outside \text: an operator
+                   zh_ok.replace("\\text{ 若 } m_j", "\\text{ 若 } m_i"),  # a symbol right after it
+                   zh_ok.replace("\\text{搬运的数}", "\\mathrm{搬运的数}"),  # \text itself is kept
+                   zh_ok.replace("\\text{ 若 }", "若")):                # taken out of the formula
+        assert any("math differ" in p for p in zh.markdown_keeps(en, broken)), broken
+
+
 def test_a_solutions_code_changed_in_the_translation_is_named():
     """Fenced code in a markdown cell (a worked solution) is code: kept byte for byte (three
     chapters' first translations repeated one solution's code in place of the others)."""
