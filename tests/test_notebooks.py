@@ -137,6 +137,9 @@ def test_chapter_stats_counts_words_after_a_less_than_in_math(tmp_path):
     assert cs.words(md) == 12
     # real markup still goes: tags (with attributes, closing, self-closing) and comments
     assert cs.words('<div class="x">one</div> two<br/> <!-- not three -->') == 2
+    # a MyST target line (a glossary entry's anchor) is not read; the same text inline is
+    assert cs.words("(ch09-tiled)=\n## Tiled attention\n") == 2
+    assert cs.words("see (ch09-tiled)= here\n") == 3
     # across cells: the old rule joined the markdown and lost everything between the cells
     nb = {"cells": [
         {"cell_type": "markdown", "metadata": {}, "source": ["rescale when $a < b$ here\n"]},

@@ -112,6 +112,71 @@ def test_the_terms_table_is_followed():
             assert re.search(rf"(?m)^{re.escape(t['zh'])}$", glossary), f"glossary: {t['en']} is not {t['zh']}"
 
 
+def _glossary(path):
+    """The entries of a page's {glossary} directive: [(term lines, definition)], in order."""
+    body = path.read_text(encoding="utf-8").split("```{glossary}\n", 1)[1].rsplit("\n```", 1)[0]
+    entries = []
+    for block in re.split(r"\n\s*\n", body.strip("\n")):
+        lines = block.split("\n")
+        entries.append(([x for x in lines if x and not x.startswith(" ")],
+                        "\n".join(x for x in lines if x.startswith(" "))))
+    return entries
+
+
+def _labels():
+    """Every label (``(name)=``) of the chapters, both editions, and the book's pages."""
+    out = set()
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")) + sorted(zh.ZH.glob("*.ipynb")):
+        out |= {lab for c in zh.load(path)["cells"] if c["cell_type"] == "markdown"
+                for lab in zh._LABEL.findall(zh.source(c))}
+    for path in sorted((REPO / "book").glob("*.md")) + sorted(zh.ZH_BOOK.glob("*.md")):
+        out |= set(zh._LABEL.findall(path.read_text(encoding="utf-8")))
+    return out
+
+
+@pytest.mark.parametrize("page", ["glossary.md", "zh/glossary.md"])
+def test_every_term_has_a_glossary_entry_that_links_to_where_it_is_defined(page):
+    """Both glossaries hold every term of terms.yml (by its Chinese term, a term line of the
+    entry), and every entry says where the book defines it: a {ref} to a label that a chapter
+    or page sets (so the -W -n build resolves it), or a {doc} of a page."""
+    yaml = pytest.importorskip("yaml")
+    terms = yaml.safe_load((zh.ZH_BOOK / "terms.yml").read_text(encoding="utf-8"))
+    entries = _glossary(REPO / "book" / page)
+    heads = {t for lines, _ in entries for t in lines}
+    missing = [t["zh"] for t in terms if t["zh"] not in heads]
+    assert not missing, f"book/{page} has no entry for {missing}"
+    labels, pages = _labels(), {p.stem for p in (REPO / "book").glob("*.md")}
+    for lines, definition in entries:
+        refs = re.findall(r"\{ref\}`[^`]*?<([^<>`]+)>`|\{ref\}`([^`<>]+)`", definition)
+        docs = re.findall(r"\{doc\}`(?:[^`]*<)?/?(?:book/)?([^`<>]+?)>?`", definition)
+        assert refs or docs, f"book/{page}: the entry {lines[0]!r} links to no definition"
+        for a, b in refs:
+            assert (a or b) in labels, f"book/{page}: {lines[0]!r} links to {a or b!r}, a label no chapter sets"
+        for d in docs:
+            assert d in pages, f"book/{page}: {lines[0]!r} links to the page {d!r}, which does not exist"
+
+
+def _sort_key_en(head):
+    return re.sub(r"^[^A-Za-z0-9]+", "", head).casefold()
+
+
+def _sort_key_zh(head):
+    from pypinyin import lazy_pinyin   # requirements.txt
+
+    return "".join(lazy_pinyin(re.sub(r"^（[^）]*）", "", head))).casefold()
+
+
+def test_the_glossaries_are_in_alphabetical_and_pinyin_order():
+    en = [lines[0] for lines, _ in _glossary(REPO / "book" / "glossary.md")]
+    cn = [lines[0] for lines, _ in _glossary(zh.ZH_BOOK / "glossary.md")]
+    assert en == sorted(en, key=_sort_key_en), "book/glossary.md is not in alphabetical order"
+    assert cn == sorted(cn, key=_sort_key_zh), "book/zh/glossary.md is not in pinyin order"
+    # the keys can tell: 被 bèi before 本 běn before 编 biān; a leading （归一化的） is not read
+    assert sorted(["编码器", "本地内存", "被屏蔽"], key=_sort_key_zh) == ["被屏蔽", "本地内存", "编码器"]
+    assert _sort_key_zh("（归一化的）核平滑器") == _sort_key_zh("核平滑器")
+    assert sorted(["tiling", "Bayes-optimal", "attention"], key=_sort_key_en) == ["attention", "Bayes-optimal", "tiling"]
+
+
 @pytest.mark.parametrize("chapter", sorted(zh.ZH.glob("*.ipynb")), ids=lambda p: p.name[:2])
 def test_chinese_chapter_main_flow_within_budget(chapter):
     import chapter_stats  # scripts/chapter_stats.py: the measure of both editions
