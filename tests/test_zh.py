@@ -66,6 +66,7 @@ def _zh_texts():
                 yield f"{path.name} cell {cell['metadata']['attn_edu']['en']}", _zh_prose(zh.source(cell))
     for path in sorted(zh.ZH_BOOK.glob("*.md")):
         yield f"book/zh/{path.name}", _zh_prose(path.read_text(encoding="utf-8"))
+    yield "README.zh-CN.md", _zh_prose((REPO / "README.zh-CN.md").read_text(encoding="utf-8"))
 
 
 def _uses(text: str, variant: str) -> bool:
