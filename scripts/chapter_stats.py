@@ -8,7 +8,8 @@ Main-flow prose: the words of markdown cells, leaving out what a reader has to o
 see -- admonitions with ``:class: dropdown`` (solutions, "Going deeper"), ``{dropdown}``
 and ``{toggle}`` directives -- and display math (``$$ ... $$`` and ``{math}`` blocks).
 A word is a whitespace-separated token that contains a letter or digit; inline math
-counts as the words it splits into.
+counts as the words it splits into. HTML comments and tags and MyST targets (a line
+``(name)=``, the anchor a glossary entry links to) are not words.
 
 Visible code: code cells without a ``hide-input``, ``remove-input`` or ``remove-cell``
 tag; a cell's length is its number of non-blank lines.
@@ -80,6 +81,8 @@ def _strip_folded(md: str) -> str:
 # (``$m_{new} < m_{old}$``) is text, and must not swallow the words up to the next ``>``.
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 _HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+# a MyST target line, ``(ch09-online-softmax)=`` before a heading: a link's anchor, not read
+_LABEL_LINE = re.compile(r"^\([\w-]+\)=[ \t]*$", re.M)
 
 
 def words(md: str) -> int:
@@ -87,6 +90,7 @@ def words(md: str) -> int:
     text = _strip_folded(md)
     text = _HTML_COMMENT.sub(" ", text)
     text = _HTML_TAG.sub(" ", text)
+    text = _LABEL_LINE.sub(" ", text)
     return sum(1 for tok in text.split() if re.search(r"[A-Za-z0-9]", tok))
 
 

@@ -7,7 +7,8 @@ The single source of truth is ``repository.url`` (and ``repository.branch``) in
 * the chapter notebooks (``notebooks/*.ipynb``): the install cell's
   ``git+https://github.com/OWNER/REPO`` (and any ``https://colab.research.google.com/github/...``
   link);
-* ``README.md``: the Colab badge links ``https://colab.research.google.com/github/OWNER/REPO/blob/BRANCH/...``
+* the Chinese chapters (``notebooks/zh/*.ipynb``), whose code cells are the English ones;
+* ``README.md`` and ``README.zh-CN.md``: the Colab badge links ``https://colab.research.google.com/github/OWNER/REPO/blob/BRANCH/...``
   and ``git+https://github.com/OWNER/REPO``;
 * ``pyproject.toml``: the GitHub URLs under ``[project.urls]``.
 
@@ -108,10 +109,11 @@ def rewrite_pyproject(text: str, url: str, branch: str) -> str:
 
 def targets(root: Path = ROOT):
     """Yield (path, rewrite function) for every file that holds a copy of the URL."""
-    for nb in sorted((root / "notebooks").glob("*.ipynb")):
+    for nb in sorted((root / "notebooks").glob("*.ipynb")) + sorted((root / "notebooks" / "zh").glob("*.ipynb")):
         yield nb, rewrite_notebook
-    if (root / "README.md").exists():
-        yield root / "README.md", rewrite_readme
+    for readme in ("README.md", "README.zh-CN.md"):
+        if (root / readme).exists():
+            yield root / readme, rewrite_readme
     if (root / "pyproject.toml").exists():
         yield root / "pyproject.toml", rewrite_pyproject
 

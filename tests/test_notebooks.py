@@ -89,6 +89,33 @@ def test_readme_has_a_colab_link_for_every_chapter():
         assert (ROOT / "notebooks" / name).exists(), f"README links to a missing chapter {name}"
 
 
+def test_the_chinese_readme_is_linked_and_opens_every_chinese_chapter():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "(README.zh-CN.md)" in readme.split("\n## ", 1)[0], "README.md links to README.zh-CN.md at its top"
+    zh = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+    assert "(README.md)" in zh.split("\n## ", 1)[0]
+    for nb in NOTEBOOKS:
+        link = f"https://colab.research.google.com/github/{REPO_URL.split('github.com/')[1]}/blob/main/notebooks/zh/{nb.name}"
+        assert link in zh, f"README.zh-CN.md has no Colab link for notebooks/zh/{nb.name}"
+    for name in re.findall(r"/blob/main/notebooks/(?:zh/)?([\w.]+\.ipynb)", zh):
+        assert (ROOT / "notebooks" / "zh" / name).exists(), f"README.zh-CN.md links to a missing chapter {name}"
+    for command in re.findall(r"(?m)^bash scripts/\S+", readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]):
+        assert command in zh, f"README.zh-CN.md lacks the Quick start command {command!r}"
+
+
+def test_the_url_check_covers_the_chinese_readme_and_chapters(tmp_path):
+    """A fork's URL left in README.zh-CN.md or in a Chinese chapter is found by --check."""
+    (tmp_path / "notebooks" / "zh").mkdir(parents=True)
+    (tmp_path / "_config.yml").write_text((ROOT / "_config.yml").read_text())
+    other = "https://colab.research.google.com/github/someone/fork/blob/main/notebooks/zh/01_soft_lookup.ipynb"
+    (tmp_path / "README.zh-CN.md").write_text(f"[![Colab]({other})]\n")
+    (tmp_path / "notebooks" / "zh" / "01_x.ipynb").write_text('{"x": "pip install git+https://github.com/someone/fork"}')
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "set_repo_url.py"), "--check", "--root", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "README.zh-CN.md" in out.stdout and "notebooks/zh/01_x.ipynb" in out.stdout, out.stdout
+
+
 # ------------------------------------------------------------------ the chapter budget
 # BOOK.md: a main flow a reader finishes in about 15 minutes (<= ~3,000 words of prose
 # outside folded blocks) and visible code cells of at most ~25 lines. Measured by
@@ -137,6 +164,9 @@ def test_chapter_stats_counts_words_after_a_less_than_in_math(tmp_path):
     assert cs.words(md) == 12
     # real markup still goes: tags (with attributes, closing, self-closing) and comments
     assert cs.words('<div class="x">one</div> two<br/> <!-- not three -->') == 2
+    # a MyST target line (a glossary entry's anchor) is not read; the same text inline is
+    assert cs.words("(ch09-tiled)=\n## Tiled attention\n") == 2
+    assert cs.words("see (ch09-tiled)= here\n") == 3
     # across cells: the old rule joined the markdown and lost everything between the cells
     nb = {"cells": [
         {"cell_type": "markdown", "metadata": {}, "source": ["rescale when $a < b$ here\n"]},

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -65,6 +66,37 @@ def _zh_texts():
                 yield f"{path.name} cell {cell['metadata']['attn_edu']['en']}", _zh_prose(zh.source(cell))
     for path in sorted(zh.ZH_BOOK.glob("*.md")):
         yield f"book/zh/{path.name}", _zh_prose(path.read_text(encoding="utf-8"))
+    yield "README.zh-CN.md", _zh_prose((REPO / "README.zh-CN.md").read_text(encoding="utf-8"))
+
+
+def _uses(text: str, variant: str) -> bool:
+    """A variant of terms.yml's `avoid` lists: a literal, or "re:PATTERN" a regular expression."""
+    return bool(re.search(variant[3:], text)) if variant.startswith("re:") else variant in text
+
+
+def test_an_avoided_pattern_is_found_and_the_term_it_protects_is_not():
+    assert _uses("它做的算术更少", "re:算术(?!强度)") and not _uses("算术强度很低", "re:算术(?!强度)")
+    assert _uses("每组一个尺度", "re:(?<!量化)尺度") and not _uses("每组一个量化尺度", "re:(?<!量化)尺度")
+    assert _uses("检查程序会试验", "检查程序") and not _uses("检查器会试验", "检查程序")
+
+
+def test_the_sidebar_names_the_parts_and_titles_as_the_pages_do():
+    """The Chinese sidebar (zh.TOC_WORDS, over _toc.yml's captions and titles) says what the
+    front page and the chapters' headings say."""
+    yaml = pytest.importorskip("yaml")
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text(encoding="utf-8"))
+    intro = (zh.ZH_BOOK / "intro.md").read_text(encoding="utf-8")
+    for part in toc["parts"]:
+        assert part["caption"] in zh.TOC_WORDS, f"_toc.yml caption {part['caption']!r} has no Chinese name"
+        if part.get("numbered"):   # the chapters' parts are the front page's bold lines
+            assert f"**{zh.TOC_WORDS[part['caption']]}**" in intro, (
+                f"book/zh/intro.md names the part {part['caption']!r} otherwise than the sidebar's "
+                f"{zh.TOC_WORDS[part['caption']]!r}")
+        for chapter in part["chapters"]:
+            if "title" in chapter:
+                heading = zh.source(zh.load(REPO / "notebooks" / "zh" / (Path(chapter["file"]).name + ".ipynb"))["cells"][0])
+                words = zh.TOC_WORDS[chapter["title"]].split(" ")[0]
+                assert heading.startswith(f"# {words} "), f"the sidebar's {zh.TOC_WORDS[chapter['title']]!r} is not the heading {heading.splitlines()[0]!r}"
 
 
 def test_the_terms_table_is_followed():
@@ -73,12 +105,77 @@ def test_the_terms_table_is_followed():
     assert len(terms) >= 20 and all(t.get("en") and t.get("zh") for t in terms)
     avoid = [(v, t["zh"], t["en"]) for t in terms for v in t.get("avoid") or []]
     found = [f"{where}: {v!r} (the book says {z!r} for {en!r})"
-             for where, text in _zh_texts() for v, z, en in avoid if v in text]
+             for where, text in _zh_texts() for v, z, en in avoid if _uses(text, v)]
     assert not found, "\n".join(found)
     glossary = (zh.ZH_BOOK / "glossary.md").read_text(encoding="utf-8")
     for t in terms:  # the glossary's Chinese column is the table's
         if re.search(rf"(?m)^{re.escape(t['en'])}$", glossary):
             assert re.search(rf"(?m)^{re.escape(t['zh'])}$", glossary), f"glossary: {t['en']} is not {t['zh']}"
+
+
+def _glossary(path):
+    """The entries of a page's {glossary} directive: [(term lines, definition)], in order."""
+    body = path.read_text(encoding="utf-8").split("```{glossary}\n", 1)[1].rsplit("\n```", 1)[0]
+    entries = []
+    for block in re.split(r"\n\s*\n", body.strip("\n")):
+        lines = block.split("\n")
+        entries.append(([x for x in lines if x and not x.startswith(" ")],
+                        "\n".join(x for x in lines if x.startswith(" "))))
+    return entries
+
+
+def _labels():
+    """Every label (``(name)=``) of the chapters, both editions, and the book's pages."""
+    out = set()
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")) + sorted(zh.ZH.glob("*.ipynb")):
+        out |= {lab for c in zh.load(path)["cells"] if c["cell_type"] == "markdown"
+                for lab in zh._LABEL.findall(zh.source(c))}
+    for path in sorted((REPO / "book").glob("*.md")) + sorted(zh.ZH_BOOK.glob("*.md")):
+        out |= set(zh._LABEL.findall(path.read_text(encoding="utf-8")))
+    return out
+
+
+@pytest.mark.parametrize("page", ["glossary.md", "zh/glossary.md"])
+def test_every_term_has_a_glossary_entry_that_links_to_where_it_is_defined(page):
+    """Both glossaries hold every term of terms.yml (by its Chinese term, a term line of the
+    entry), and every entry says where the book defines it: a {ref} to a label that a chapter
+    or page sets (so the -W -n build resolves it), or a {doc} of a page."""
+    yaml = pytest.importorskip("yaml")
+    terms = yaml.safe_load((zh.ZH_BOOK / "terms.yml").read_text(encoding="utf-8"))
+    entries = _glossary(REPO / "book" / page)
+    heads = {t for lines, _ in entries for t in lines}
+    missing = [t["zh"] for t in terms if t["zh"] not in heads]
+    assert not missing, f"book/{page} has no entry for {missing}"
+    labels, pages = _labels(), {p.stem for p in (REPO / "book").glob("*.md")}
+    for lines, definition in entries:
+        refs = re.findall(r"\{ref\}`[^`]*?<([^<>`]+)>`|\{ref\}`([^`<>]+)`", definition)
+        docs = re.findall(r"\{doc\}`(?:[^`]*<)?/?(?:book/)?([^`<>]+?)>?`", definition)
+        assert refs or docs, f"book/{page}: the entry {lines[0]!r} links to no definition"
+        for a, b in refs:
+            assert (a or b) in labels, f"book/{page}: {lines[0]!r} links to {a or b!r}, a label no chapter sets"
+        for d in docs:
+            assert d in pages, f"book/{page}: {lines[0]!r} links to the page {d!r}, which does not exist"
+
+
+def _sort_key_en(head):
+    return re.sub(r"^[^A-Za-z0-9]+", "", head).casefold()
+
+
+def _sort_key_zh(head):
+    from pypinyin import lazy_pinyin   # requirements.txt
+
+    return "".join(lazy_pinyin(re.sub(r"^（[^）]*）", "", head))).casefold()
+
+
+def test_the_glossaries_are_in_alphabetical_and_pinyin_order():
+    en = [lines[0] for lines, _ in _glossary(REPO / "book" / "glossary.md")]
+    cn = [lines[0] for lines, _ in _glossary(zh.ZH_BOOK / "glossary.md")]
+    assert en == sorted(en, key=_sort_key_en), "book/glossary.md is not in alphabetical order"
+    assert cn == sorted(cn, key=_sort_key_zh), "book/zh/glossary.md is not in pinyin order"
+    # the keys can tell: 被 bèi before 本 běn before 编 biān; a leading （归一化的） is not read
+    assert sorted(["编码器", "本地内存", "被屏蔽"], key=_sort_key_zh) == ["被屏蔽", "本地内存", "编码器"]
+    assert _sort_key_zh("（归一化的）核平滑器") == _sort_key_zh("核平滑器")
+    assert sorted(["tiling", "Bayes-optimal", "attention"], key=_sort_key_en) == ["attention", "Bayes-optimal", "tiling"]
 
 
 @pytest.mark.parametrize("chapter", sorted(zh.ZH.glob("*.ipynb")), ids=lambda p: p.name[:2])
@@ -142,6 +239,17 @@ def test_a_cell_on_one_side_only_and_a_changed_formula_are_named(pair):
         cell["source"] = zh.source(cell).replace("$", "$x + ", 1)
     _edit(twin, change_formula)
     assert any("math differ" in p and math_cell["id"] in p for p in zh.check_chapter(en))
+
+
+def test_words_in_text_may_be_translated_and_the_rest_of_a_formula_may_not():
+    en = "Then $$\\text{numbers moved} = n d + \\text{a {nested} note}\\, x$$ and $c_j = m_j \\text{ if } m_j > 0$.\n"
+    zh_ok = "于是 $$\\text{搬运的数} = n d + \\text{一个{嵌套}注释}\\, x$$，且 $c_j = m_j \\text{ 若 } m_j > 0$。\n"
+    assert zh.markdown_keeps(en, zh_ok) == []
+    for broken in (zh_ok.replace("n d +", "n d -"),                 # outside \text: an operator
+                   zh_ok.replace("\\text{ 若 } m_j", "\\text{ 若 } m_i"),  # a symbol right after it
+                   zh_ok.replace("\\text{搬运的数}", "\\mathrm{搬运的数}"),  # \text itself is kept
+                   zh_ok.replace("\\text{ 若 }", "若")):                # taken out of the formula
+        assert any("math differ" in p for p in zh.markdown_keeps(en, broken)), broken
 
 
 def test_a_solutions_code_changed_in_the_translation_is_named():
