@@ -401,16 +401,17 @@ _TESTS = Path(__file__).resolve().parent
 
 
 def _test_sources():
-    """{place: source} of every test module, package module and chapter code cell."""
+    """{place: source} of every test module, package module and chapter code cell (a cell by
+    its id, which an inserted cell does not shift)."""
     import json as _json
 
     out = {str(p.relative_to(ROOT)): p.read_text() for p in sorted(_TESTS.glob("*.py"))}
     out.update({str(p.relative_to(ROOT)): p.read_text() for p in sorted((ROOT / "attn_edu").rglob("*.py"))})
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         cells = _json.loads(nb.read_text(encoding="utf-8"))["cells"]
-        for i, cell in enumerate(cells):
+        for cell in cells:
             if cell["cell_type"] == "code":
-                out[f"{nb.relative_to(ROOT)} cell {i}"] = "".join(cell["source"])
+                out[f"{nb.relative_to(ROOT)} cell {cell['id']}"] = "".join(cell["source"])
     return out
 
 
@@ -429,7 +430,7 @@ _GOLD_BY_HAND = re.compile(
 _GOLD_ONLY = {
     "attn_edu/testing.py": "reference_pair itself",
     "attn_edu/bench/decode.py": "the decode sweep records each impl's max error, not the rule",
-    "notebooks/03_softmax_precision.ipynb cell 40": "each pipeline's error against float64, no rule",
+    "notebooks/03_softmax_precision.ipynb cell ch03-pipelines-sweep": "each pipeline's error against float64, no rule",
 }
 
 
