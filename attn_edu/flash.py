@@ -26,7 +26,7 @@ block at a time inside the loop, or built once with :func:`attn_edu.masks.plan_t
 and passed as ``mask=``. Peak extra memory is the output, O(L_q * d_v), plus one set of
 tile buffers (O(block_q * (block_k + d))) for each of the :func:`numpy_workers` threads that
 run row blocks at once, per batch element; never O(L_q * L_k) (besides a mask the caller
-passes in).
+passes in, and what a plan keeps of its partial tiles, at most that mask's size).
 
 NumPy arrays run the NumPy loop here; torch tensors (CPU or CUDA) run the PyTorch twin,
 :func:`attn_edu.flash_torch.flash_attention` (same loop, plain differentiable torch ops).
@@ -36,6 +36,7 @@ NumPy arrays run the NumPy loop here; torch tensors (CPU or CUDA) run the PyTorc
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, List, Optional, Union
@@ -117,6 +118,42 @@ def _pool(workers: int) -> ThreadPoolExecutor:
     return _POOLS[workers]
 
 
+#: What a plan may keep of its partial tiles' element masks (:class:`_BlockedTiles`) when
+#: it carries no mask, or a smaller one; with a mask, up to that mask's own size.
+_BLOCKED_TILES_BYTES = 16 << 20
+
+
+class _BlockedTiles:
+    """The blocked entries (True = the score becomes -inf) of a plan's partial tiles, one
+    contiguous boolean array per tile ``(i, j)``, kept with the :class:`~attn_edu.masks.TilePlan`.
+
+    A partial tile's element mask is the same on every call that reuses the plan, but
+    cutting it out of the (L_q, L_k) mask reads one short row from each of ``block_q``
+    rows far apart in memory, then inverts it: on a sliding window (chapter 11) that took
+    a tenth of the whole call. The first call that computes a tile keeps its blocked
+    entries here; later calls apply them with one ``copyto``. Nothing is kept past
+    ``budget`` bytes (those tiles are cut out of the mask every time, as without a plan),
+    so a plan never holds more than its own mask's size again (or 16 MiB without a mask).
+    Boolean masks and causality only; a float mask's values are added on every call.
+    """
+
+    def __init__(self, budget: int):
+        self.budget, self.nbytes, self.tiles = budget, 0, {}
+        self._lock = threading.Lock()  # the row blocks' workers add tiles at once
+
+    def get(self, key):
+        return self.tiles.get(key)
+
+    def add(self, key, blocked: np.ndarray) -> None:
+        with self._lock:
+            if key in self.tiles or self.nbytes + blocked.nbytes > self.budget:
+                return
+            tile = np.ascontiguousarray(blocked)
+            tile.flags.writeable = False
+            self.tiles[key] = tile
+            self.nbytes += tile.nbytes
+
+
 def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
                  return_trace, return_lse, plan=None):
     lq, lk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
@@ -125,9 +162,13 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
     offset = causal_offset_or_none(lq, lk, align)
     # Causality's tiles are known up front; a mask's are worked out strip by strip inside
     # each row block (so on every core, and while that strip of the mask is in cache).
+    kept = None  # a plan's partial tiles, as _BlockedTiles (not for a float mask)
     if plan is not None:  # built once by plan_tiles: nothing left to work out (read only)
         merged = plan.merged()
         computed, partial = merged.computed, merged.partial
+        if mask_kind != "float":
+            budget = max(_BLOCKED_TILES_BYTES, 0 if mask is None else mask.nbytes)
+            kept = plan.cached("numpy_blocked_tiles", lambda: _BlockedTiles(budget))
     else:
         causal_plan = plan_checked(None, lq, lk, block_q, block_k, align)
         computed, partial = causal_plan.computed.copy(), causal_plan.partial.copy()
@@ -163,21 +204,27 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
                 continue
             full_width = c1 - c0 == block_k
             st = np.matmul(qi, kt[..., c0:c1], out=s_buf if full_width else None)  # (..., bq, bk)
-            keep = None
-            if mask is not None:
-                mt = mask_tile(mask, lq, lk, r0, r1, c0, c1)  # (..., bq or 1, bk or 1)
-                if mask_kind == "float":
-                    if partial[i, j]:
-                        keep = ~np.isneginf(mt)
-                        mt = np.where(keep, mt, 0)
-                    st += mt.astype(q.dtype, copy=False)
-                elif partial[i, j]:
-                    keep = mt
-            if offset is not None and partial[i, j]:
-                tri = causal_block(r0, r1, c0, c1, offset)  # (bq, bk)
-                keep = tri if keep is None else (keep & tri)
-            if keep is not None:
-                np.copyto(st, neg_inf, where=~keep)  # blocked scores -> -inf
+            blocked = kept.get((i, j)) if kept is not None else None  # a plan's, from an earlier call
+            if blocked is None:
+                keep = None
+                if mask is not None and (mask_kind == "float" or partial[i, j]):  # a full tile's is all True
+                    mt = mask_tile(mask, lq, lk, r0, r1, c0, c1)  # (..., bq or 1, bk or 1)
+                    if mask_kind == "float":
+                        if partial[i, j]:
+                            keep = ~np.isneginf(mt)
+                            mt = np.where(keep, mt, 0)
+                        st += mt.astype(q.dtype, copy=False)
+                    elif partial[i, j]:
+                        keep = mt
+                if offset is not None and partial[i, j]:
+                    tri = causal_block(r0, r1, c0, c1, offset)  # (bq, bk)
+                    keep = tri if keep is None else (keep & tri)
+                if keep is not None:
+                    blocked = ~keep  # (..., bq or 1, bk or 1)
+                    if kept is not None:
+                        kept.add((i, j), blocked)
+            if blocked is not None:
+                np.copyto(st, neg_inf, where=blocked)  # blocked scores -> -inf
             m_new = np.maximum(m, st.max(axis=-1))  # (..., bq); NaN propagates
             m_safe = np.where(np.isneginf(m_new), dt(0), m_new)  # no key yet: exp(-inf - 0) = 0
             st -= m_safe[..., None]
@@ -189,7 +236,7 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
             acc += np.matmul(p, v[..., c0:c1, :], out=pv_buf if full_width else None)  # (..., bq, Dv)
             m = m_new
             if return_trace:
-                trace.append(TileRecord.capture(i, j, (r0, r1), (c0, c1), False, keep is not None,
+                trace.append(TileRecord.capture(i, j, (r0, r1), (c0, c1), False, blocked is not None,
                                                 m, l, acc))
         out[..., r0:r1, :] = acc / np.where(l == 0, dt(1), l)[..., None]  # fully masked row -> 0
         if return_lse:
@@ -203,8 +250,32 @@ def _flash_numpy(q, k, v, mask, mask_kind, align, s, block_q, block_k, batch,
             row_block(i)
     else:  # row blocks are independent: each worker owns its own m, l, A and tile buffers
         with _single_threaded_blas():
-            list(_pool(workers).map(row_block, range(len(rows))))
+            _run_row_blocks(row_block, computed.sum(axis=-1), workers)
     return out, lse, trace
+
+
+def _run_row_blocks(row_block: Any, tiles: np.ndarray, workers: int) -> None:
+    """``row_block(i)`` for every row block on ``workers`` threads, the most tiles first.
+
+    Each worker takes the next row block when it is done with one (one task per worker,
+    not one per row block: a task costs tens of microseconds, a visible share of a sparse
+    call), so the threads finish together; the longest row blocks go first so that the
+    short ones (a window's first rows, causal attention's top rows) fill the end.
+    ``tiles`` is each row block's count of computed tiles as known before the loop.
+    """
+    order = iter(np.argsort(-tiles, kind="stable").tolist())  # most tiles first
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next(order, None)
+            if i is None:
+                return
+            row_block(i)
+
+    for task in [_pool(workers).submit(worker) for _ in range(workers)]:
+        task.result()  # a worker's exception is raised here
 
 
 # ----------------------------------------------------------------------------- public API
@@ -239,7 +310,10 @@ def flash_attention(
     Args:
         mask: as in the reference, or a :class:`~attn_edu.masks.TilePlan` from
             :func:`attn_edu.masks.plan_tiles`, which carries the mask and its tile layout
-            so repeated calls skip the planning.
+            so repeated calls skip the planning. From the first call on, a plan with a
+            boolean mask (or causality only) also keeps its partial tiles' element masks,
+            contiguous, so later calls do not cut them out of the mask again (at most the
+            mask's own size, or 16 MiB without a mask).
         block_q, block_k: tile sizes (positive integers; default the backend's,
             :func:`attn_edu.masks.default_tiles`: large tiles, since every tile costs
             Python calls; or the plan's).

@@ -665,3 +665,84 @@ def test_plan_with_causal_matches_reference():
     gold = sdpa(q, k, v, mask=mask, causal="bottom_right")
     np.testing.assert_allclose(flash_attention(q, k, v, mask=plan, causal="bottom_right"),
                                gold, atol=1e-10, rtol=0)
+
+
+# --- a plan's partial tiles kept with it (the NumPy loop's _BlockedTiles) ---------------------
+
+def _plan_case(name):
+    """(lq, lk, bq, bk, mask, causal) of a plan test; lengths the tiles do not divide."""
+    rng = np.random.default_rng(5)
+    if name == "window":  # chapter 11's pattern
+        return 67, 67, 16, 8, masks.sliding_window_mask(67, 9, causal=True), False
+    if name == "window and empty rows":
+        rows = rng.random((45, 1)) < 0.7  # the other rows see no key at all
+        return 45, 53, 8, 16, masks.sliding_window_mask(53, 5)[8:] & rows, False
+    if name == "causal only":
+        return 37, 29, 8, 8, None, "bottom_right"
+    assert name == "batch mask and causal"
+    return 33, 40, 8, 16, rng.random((2, 1, 33, 40)) < 0.5, True
+
+
+PLAN_CASES = ["window", "window and empty rows", "causal only", "batch mask and causal"]
+
+
+@pytest.mark.parametrize("name", PLAN_CASES)
+def test_plan_keeps_its_partial_tiles_and_the_second_call_uses_them(monkeypatch, name):
+    """The first call with a plan keeps its partial tiles' blocked entries; the second cuts
+    nothing out of the mask, and both hold to the float64 reference by the tolerance rule
+    (a fully masked row: zeros)."""
+    import attn_edu.flash as flash
+
+    lq, lk, bq, bk, mask, causal = _plan_case(name)
+    q, k, v = qkv(lq, lk, d=16, dv=5, lead=(2, 1), seed=3, dtype=np.float32)
+    plan = masks.plan_tiles(mask, bq, bk, causal, lq=lq, lk=lk)
+    gold, naive = reference_pair(q, k, v, mask=mask, causal=causal)
+    first = flash_attention(q, k, v, mask=plan, causal=causal)
+    kept = plan.cached("numpy_blocked_tiles", lambda: None)
+    assert sorted(kept.tiles) == [tuple(t) for t in np.argwhere(plan.merged().partial)]
+    assert kept.budget == max(flash._BLOCKED_TILES_BYTES, 0 if mask is None else plan.mask.nbytes)
+    cuts = []
+    monkeypatch.setattr(flash, "mask_tile", lambda *a: cuts.append(a[3:]) or masks.tiles.mask_tile(*a))
+    monkeypatch.setattr(flash, "causal_block", lambda *a: cuts.append(a) or masks.causal_block(*a))
+    second = flash_attention(q, k, v, mask=plan, causal=causal)
+    assert cuts == []  # every partial tile came from the plan
+    np.testing.assert_array_equal(second, first)
+    for out in (first, second):
+        assert_close_to_reference(out, gold, naive)
+    if name == "window and empty rows":
+        empty = ~mask.any(axis=-1)
+        assert empty.any() and (second[..., empty, :] == 0).all()
+
+
+def test_plan_keeps_no_more_than_its_budget():
+    """Past the budget a tile is cut out of the mask on every call, as without a plan."""
+    import attn_edu.flash as flash
+
+    lq, lk, bq, bk, mask, _ = _plan_case("window")
+    q, k, v = qkv(lq, lk, seed=1)
+    plan = masks.plan_tiles(mask, bq, bk)
+    budget = 3 * bq * bk  # room for three whole boolean tiles, of more partial ones
+    assert plan.partial.sum() > 3
+    kept = plan.cached("numpy_blocked_tiles", lambda: flash._BlockedTiles(budget))
+    gold = sdpa(q, k, v, mask=mask)
+    for _ in range(2):
+        assert np.max(np.abs(flash_attention(q, k, v, mask=plan) - gold)) <= 1e-10
+    assert len(kept.tiles) == 3 and kept.nbytes == budget
+
+
+def test_row_blocks_run_once_each_most_tiles_first():
+    import attn_edu.flash as flash
+
+    done = []
+    flash._run_row_blocks(done.append, np.array([1, 5, 2, 5, 0]), workers=2)
+    assert sorted(done) == [0, 1, 2, 3, 4]  # each once, whichever thread took it
+    order = []
+    flash._run_row_blocks(order.append, np.array([1, 5, 2, 5, 0]), workers=1)
+    assert order == [1, 3, 2, 0, 4]  # most tiles first; ties in row order
+
+    def broken(i):
+        if i == 2:
+            raise RuntimeError("row block 2")
+
+    with pytest.raises(RuntimeError, match="row block 2"):
+        flash._run_row_blocks(broken, np.arange(6), workers=2)

@@ -102,9 +102,10 @@ def goal_sparse_speed(n: int = 8192, window: int = 1024, block_q: int = GOAL_BLO
 
     The masked calls reuse a :class:`attn_edu.masks.TilePlan` built once, as a model
     reuses one pattern across heads, layers and steps (FlexAttention's block mask works
-    the same way); building the plan reads the whole n x n mask, and its time is
-    measured and reported next to the goal, together with the ratio a call would give
-    if it planned every time.
+    the same way), and from the warm-up call on the plan holds its partial tiles'
+    element masks too (:func:`attn_edu.flash.flash_attention`); building the plan reads
+    the whole n x n mask, and its time is measured and reported next to the goal,
+    together with the ratio a call would give if it planned every time.
     """
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((n, d)).astype(np.float32) for _ in range(3))  # (L, D)

@@ -317,7 +317,8 @@ class TilePlan:
         return block_flops(self.computed, self.block_q, self.block_k, d, dv, self.lq, self.lk)
 
     def cached(self, key: Hashable, build: Callable[[], Any]) -> Any:
-        """``build()`` once per ``key``, remembered with the plan (e.g. its tile lists on a GPU)."""
+        """``build()`` once per ``key``, remembered with the plan (e.g. its tile lists on a GPU,
+        or the NumPy loop's element masks of its partial tiles)."""
         if key not in self._derived:
             self._derived[key] = build()
         return self._derived[key]
