@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .viz import slider_figure
+from .i18n import gettext as _
 
 __all__ = ["RANK_COLORS", "ring_step_traces", "ring_step_figure", "ring_figure", "draw_ulysses"]
 
@@ -122,14 +123,14 @@ def _ring_layout(world_size: int, causal: bool) -> dict:
     top = 4 * world_size if causal else 8 * world_size
     return dict(
         height=460, showlegend=False, margin=dict(t=70, l=50, r=20, b=40), plot_bgcolor="white",
-        xaxis=dict(title="key chunk", range=[-0.5, g - 0.5], dtick=1, domain=[0.0, 0.27],
+        xaxis=dict(title=_("key chunk"), range=[-0.5, g - 0.5], dtick=1, domain=[0.0, 0.27],
                    constrain="domain", anchor="y", showgrid=False),
-        yaxis=dict(title="query chunk", range=[g - 0.5, -0.5], dtick=1, scaleanchor="x",
+        yaxis=dict(title=_("query chunk"), range=[g - 0.5, -0.5], dtick=1, scaleanchor="x",
                    constrain="domain", anchor="x", showgrid=False),
         xaxis2=dict(visible=False, range=[-1.5, 1.5], domain=[0.31, 0.69], anchor="y2"),
         yaxis2=dict(visible=False, range=[-1.5, 1.5], scaleanchor="x2", anchor="x2"),
         xaxis3=dict(domain=[0.78, 1.0], anchor="y3"),
-        yaxis3=dict(title="tiles computed so far", range=[0, top * 1.15], anchor="x3",
+        yaxis3=dict(title=_("tiles computed so far"), range=[0, top * 1.15], anchor="x3",
                     gridcolor="#eeeeee"),
     )
 

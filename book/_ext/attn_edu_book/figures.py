@@ -188,6 +188,28 @@ def defer_figures(body: str, pagename: str, outdir: Path | None = None) -> tuple
     return _FIGURE_RE.sub(swap, body), count
 
 
+def edition_language(app: Sphinx) -> str:
+    """The language of the edition being built (``attn_edu_edition``, which book/_ext/
+    attn_edu_i18n.py defines: ``"zh"`` in the Chinese build, _build/zh-src), as a language
+    of :data:`attn_edu.i18n.LANGUAGES`."""
+    return getattr(app.config, "attn_edu_edition", None) or "en"
+
+
+def localize_live_notes(body: str, lang: str) -> str:
+    """The explorers' stand-in notes, which the English execution wrote, in ``lang``
+    (:func:`attn_edu.widgets.localize_live_notes`; the Chinese pages carry English outputs)."""
+    from attn_edu.widgets import localize_live_notes as localize  # noqa: PLC0415
+
+    return localize(body, lang)
+
+
+def colab_link(url: str, lang: str) -> str:
+    """The sentence in an explorer note's Colab slot, in ``lang`` (:func:`attn_edu.widgets.colab_link`)."""
+    from attn_edu.widgets import colab_link as link  # noqa: PLC0415
+
+    return link(url, lang)
+
+
 def colab_url(app: Sphinx, pagename: str) -> str | None:
     """The chapter's Colab link, for the ``attn-edu-colab-slot`` of its explorers' stand-ins."""
     opts = app.config.html_theme_options or {}

@@ -29,11 +29,10 @@ def page_context(
         return
     body = context.get("body") or ""
     body, n_figures = figures.defer_figures(body, pagename, app.outdir)
+    body = figures.localize_live_notes(body, figures.edition_language(app))
     if figures.COLAB_SLOT in body:
         url = figures.colab_url(app, pagename)
-        link = (f'<a href="{html.escape(url)}">Open this chapter in Colab</a> to move them.'
-                if url else "")
-        body = body.replace(figures.COLAB_SLOT, link)
+        body = body.replace(figures.COLAB_SLOT, figures.colab_link(url, figures.edition_language(app)) if url else "")
     # valid lists: the bibliography (sphinxcontrib-bibtex) writes role="list" around entries
     # with role="doc-biblioentry", which is not a list item
     body = body.replace('role="doc-biblioentry"', 'role="listitem"')
