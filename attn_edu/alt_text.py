@@ -56,7 +56,9 @@ def plain_text(text: Any) -> str:
 
 
 def _join(parts: Iterable[str]) -> str:
-    text = " ".join(p for p in parts if p)
+    text = ""
+    for part in filter(None, parts):  # sentences one after the other: with a space in English, none in Chinese
+        text = _("{text} {sentence}").format(text=text, sentence=part) if text else part
     return text if len(text) <= MAX_CHARS else text[: MAX_CHARS - 1].rstrip() + "…"
 
 

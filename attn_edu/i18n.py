@@ -27,10 +27,12 @@ Error messages for bad input stay English, as Python's do.
 
 from __future__ import annotations
 
+import contextlib
 import gettext as _gettext
 from pathlib import Path
 
-__all__ = ["LANGUAGES", "set_language", "current_language", "gettext", "ngettext", "N_", "translate"]
+__all__ = ["LANGUAGES", "set_language", "current_language", "language", "gettext", "ngettext", "N_",
+           "translate"]
 
 #: the gettext domain, and where its catalogs are
 DOMAIN = "attn_edu"
@@ -71,6 +73,19 @@ def set_language(lang: str) -> str:
 def current_language() -> str:
     """The language the package's strings are shown in (``"en"`` unless set)."""
     return _state["lang"]
+
+
+@contextlib.contextmanager
+def language(lang: str):
+    """``with language("zh"):`` shows the package's strings in ``lang`` inside the block and
+    restores the language before it after (the book build describes the Chinese edition's
+    figures so); a ValueError, as :func:`set_language`, for a language it lacks."""
+    before = _state["lang"]
+    set_language(lang)
+    try:
+        yield lang
+    finally:
+        _state["lang"] = before
 
 
 def translate(message: str, lang: str | None = None) -> str:

@@ -28,11 +28,12 @@ def page_context(
     if app.builder is None or app.builder.format != "html":
         return
     body = context.get("body") or ""
-    body, n_figures = figures.defer_figures(body, pagename, app.outdir)
-    body = figures.localize_live_notes(body, figures.edition_language(app))
+    lang = figures.edition_language(app)  # the Chinese edition's words are Chinese (attn_edu.i18n)
+    body, n_figures = figures.defer_figures(body, pagename, app.outdir, lang)
+    body = figures.localize_live_notes(body, lang)
     if figures.COLAB_SLOT in body:
         url = figures.colab_url(app, pagename)
-        body = body.replace(figures.COLAB_SLOT, figures.colab_link(url, figures.edition_language(app)) if url else "")
+        body = body.replace(figures.COLAB_SLOT, figures.colab_link(url, lang) if url else "")
     # valid lists: the bibliography (sphinxcontrib-bibtex) writes role="list" around entries
     # with role="doc-biblioentry", which is not a list item
     body = body.replace('role="doc-biblioentry"', 'role="listitem"')
