@@ -581,8 +581,8 @@ def plot_mask(
         ax.set_yticks(np.arange(-0.5, lq, 1.0), minor=True)
         ax.grid(which="minor", color="white", linewidth=1.0)
         ax.tick_params(which="minor", length=0)
-    ax.set_xlabel("key position j")
-    ax.set_ylabel("query position i")
+    ax.set_xlabel(_("key position j"))
+    ax.set_ylabel(_("query position i"))
     if title is not None:
         ax.set_title(title)
     if legend:

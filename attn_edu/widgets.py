@@ -309,7 +309,8 @@ class _Explorer:
 
     def set_busy(self, busy: bool) -> None:
         # idle: an empty span that counts the renders (browser tests wait on it)
-        self.status.value = _COMPUTING.format(_("computing…")) if busy else f'<span data-renders="{self.renders}"></span>'
+        self.status.value = (_COMPUTING.format(_("computing…")) if busy
+                             else f'<span data-renders="{self.renders}"></span>')
 
         classes = [c for c in self.box._dom_classes if c != BUSY_CLASS]
         self.box._dom_classes = tuple(classes + [BUSY_CLASS] if busy else classes)
