@@ -314,7 +314,7 @@ def soft_lookup(query: object, keys: object, values: object, scale: float = 1.0,
         ax_k.annotate(f"{names[j]}\nw = {w[j]:.3f}", kj, xytext=kj / max(np.hypot(*kj), 1e-12) * (gap[j] + 14),
                       textcoords="offset points", ha="center", va="center", fontsize=9)
     ax_k.annotate("", xy=q, xytext=(0, 0), arrowprops=dict(arrowstyle="-|>", color="tab:red", lw=2))
-    ax_k.plot(*q, "o", color="tab:red", label=f"query q = ({q[0]:g}, {q[1]:g})")
+    ax_k.plot(*q, "o", color="tab:red", label=_("query q = {q}").format(q=f"({q[0]:g}, {q[1]:g})"))
     lim = max(2 * np.abs(k).max(), np.abs(q).max()) + 0.6
     ax_k.set(xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", xlabel=_("key dim 0"),
              ylabel=_("key dim 1"), title=_("key space: where to look"))
@@ -326,7 +326,7 @@ def soft_lookup(query: object, keys: object, values: object, scale: float = 1.0,
     for j, vj in enumerate(v):
         ax_v.annotate(f"v{j}", vj, xytext=(0, gap[j]), ha="center", textcoords="offset points", fontsize=9)
     ax_v.plot(*v.mean(0), "x", color="0.3", ms=9, label=_("mean of the values"))
-    ax_v.plot(*out, "*", color="tab:red", ms=16, label=f"output ({out[0]:.2f}, {out[1]:.2f})")
+    ax_v.plot(*out, "*", color="tab:red", ms=16, label=_("output {o}").format(o=f"({out[0]:.2f}, {out[1]:.2f})"))
     ax_v.set(xlim=(v[:, 0].min() - 0.7, v[:, 0].max() + 0.9), aspect="equal",
              ylim=(v[:, 1].min() - 0.7, v[:, 1].max() + 0.9), xlabel=_("value dim 0"),
              ylabel=_("value dim 1"), title=_("value space: what you get"))

@@ -53,7 +53,7 @@ def _roofline_traces(workloads: Workloads, gpus: Dict[str, "decoding.GPUSpec"]) 
     traces.append(go.Scatter(
         x=xs, y=[decoding.attainable_flops(w, first) / 1e12 for w in xs], mode="markers+text",
         text=[label for label, _ in workloads], textposition="top center",
-        marker=dict(size=11, color="black", symbol="diamond"), name=f"attention, on the {first.name} roof"))
+        marker=dict(size=11, color="black", symbol="diamond"), name=_("attention, on the {gpu} roof").format(gpu=first.name)))
     return traces
 
 
@@ -337,13 +337,14 @@ def decode_bandwidth_figure(doc: dict, timing: str = "call"):
     for impl, batch in keys:
         pts = sorted((r["context"], g) for r, g in rows if (r["impl"], r["batch"]) == (impl, batch))
         fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers",
-                        name=f"{impl}, batch {batch}",
+                        name=_("{impl}, batch {batch}").format(impl=impl, batch=batch),
                         line=dict(color=_COLOURS[impls.index(impl) % 8], dash="solid" if batch == 1 else "dot"))
     dev, cfg = doc["device"], doc.get("config", {})
-    how = "replayed from a CUDA graph" if timing == "graph" else "one ordinary call"
+    how = _("replayed from a CUDA graph") if timing == "graph" else _("one ordinary call")
     fig.update_layout(
         height=420, xaxis=dict(type="log", title=_("KV-cache length (tokens)")),
-        yaxis=dict(title=f"GB/s read from the KV cache ({how})"),
-        title=(f"One decode step, measured on {dev['name']} ({dev['kind']}), {doc['date'][:10]}<br>"
+        yaxis=dict(title=_("GB/s read from the KV cache ({how})").format(how=how)),
+        title=(_("One decode step, measured on {gpu} ({kind}), {date}").format(
+                   gpu=dev["name"], kind=dev["kind"], date=doc["date"][:10]) + "<br>"
                f"H_q={cfg.get('heads')}, H_kv={cfg.get('kv_heads')}, d={cfg.get('d')}, {cfg.get('dtype')}"))
     return fig

@@ -141,8 +141,8 @@ def ring_step_figure(world_size: int, layout: str = "zigzag", causal: bool = Tru
 
     fig = go.Figure(ring_step_traces(world_size, layout, causal, step))
     fig.update_layout(**_ring_layout(world_size, causal),
-                      title=f"Ring attention on {world_size} ranks, {layout} layout"
-                            + (", causal" if causal else ""))
+                      title=(_("Ring attention on {n} ranks, {layout} layout, causal") if causal
+                             else _("Ring attention on {n} ranks, {layout} layout")).format(n=world_size, layout=layout))
     return fig
 
 
@@ -159,8 +159,8 @@ def ring_figure(world_size: int = 4, causal: bool = True, layouts: Sequence[str]
         frames.append((f"{layout} · done", ring_step_traces(world_size, layout, causal, None)))
     fig = slider_figure(frames, slider_label="", play_button=True, frame_duration_ms=900,
                         layout=dict(**_ring_layout(world_size, causal),
-                                    title=f"Ring attention on {world_size} ranks"
-                                          + (", causal mask" if causal else "")))
+                                    title=(_("Ring attention on {n} ranks, causal mask") if causal
+                                           else _("Ring attention on {n} ranks")).format(n=world_size)))
     fig.layout.sliders[0].currentvalue.update(prefix="", xanchor="right")  # clear of Play
     return fig
 
