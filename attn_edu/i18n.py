@@ -11,10 +11,14 @@ A third language is a catalog and a line in :data:`LANGUAGES`, not a code change
 How the catalog is kept (Babel, which Sphinx already brings; ``babel.cfg`` says what to
 scan)::
 
-    pybabel extract -F babel.cfg -o attn_edu/locale/attn_edu.pot --no-location --omit-header attn_edu
-    pybabel update -i attn_edu/locale/attn_edu.pot -d attn_edu/locale -D attn_edu --no-fuzzy-matching
-    (translate the new entries of attn_edu/locale/zh_CN/LC_MESSAGES/attn_edu.po)
+    pybabel extract -F babel.cfg -o attn_edu/locale/attn_edu.pot --no-location --omit-header --sort-output .
+    pybabel update -i attn_edu/locale/attn_edu.pot -d attn_edu/locale -D attn_edu --no-fuzzy-matching --ignore-obsolete
+    (translate the new, empty entries of attn_edu/locale/zh_CN/LC_MESSAGES/attn_edu.po)
     pybabel compile -d attn_edu/locale -D attn_edu
+
+run from the repository's root (the ``.pot`` is a by-product, not committed). Write
+``_("got {x}").format(x=...)``, never an f-string inside ``_()``: the catalog holds the
+sentence with its placeholders, which a translation may move.
 
 ``tests/test_i18n.py`` fails when a wrapped string has no Chinese translation and when the
 committed ``.mo`` is not the compiled ``.po``.
