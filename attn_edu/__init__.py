@@ -137,11 +137,11 @@ _FLAGS = {
 }
 
 
-def setup_notebook(plotly: bool = True) -> str:
+def setup_notebook(plotly: bool = True, lang: str = "en") -> str:
     """First-cell helper for the chapters; see :func:`attn_edu.notebook.setup_notebook`."""
     from .notebook import setup_notebook as _setup
 
-    return _setup(plotly=plotly)
+    return _setup(plotly=plotly, lang=lang)
 
 
 # Why the flags are computed by a module ``__getattr__`` (PEP 562) rather than set as plain

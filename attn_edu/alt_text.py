@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, List
 
+from .i18n import gettext as _
+
 __all__ = ["figure_alt_text", "figure_text_px", "plotly_alt_text", "register_alt_text", "plain_text",
            "ALT_KEY", "TEXT_PX_KEY"]
 
@@ -54,14 +56,16 @@ def plain_text(text: Any) -> str:
 
 
 def _join(parts: Iterable[str]) -> str:
-    text = " ".join(p for p in parts if p)
+    text = ""
+    for part in filter(None, parts):  # sentences one after the other: with a space in English, none in Chinese
+        text = _("{text} {sentence}").format(text=text, sentence=part) if text else part
     return text if len(text) <= MAX_CHARS else text[: MAX_CHARS - 1].rstrip() + "…"
 
 
 def _axis_phrase(x: str, y: str) -> str:
-    bits = [f"x: {x}" if x else "", f"y: {y}" if y else ""]
+    bits = [_("x: {label}").format(label=x) if x else "", _("y: {label}").format(label=y) if y else ""]
     bits = [b for b in bits if b]
-    return f" ({'; '.join(bits)})" if bits else ""
+    return _(" ({axes})").format(axes=_("; ").join(bits)) if bits else ""
 
 
 # --------------------------------------------------------------------------- matplotlib
@@ -69,18 +73,18 @@ def _marks(ax: Any) -> List[str]:
     """The kinds of marks a matplotlib Axes draws, and its legend entries."""
     marks = []
     if ax.images:
-        marks.append("heatmap" if len(ax.images) == 1 else f"{len(ax.images)} images")
+        marks.append(_("heatmap") if len(ax.images) == 1 else _("{n} images").format(n=len(ax.images)))
     if getattr(ax, "containers", None):
-        marks.append("bars")
+        marks.append(_("bars"))
     lines = [ln for ln in ax.get_lines() if ln.get_visible()]
     if lines:
-        marks.append("line" if len(lines) == 1 else f"{len(lines)} lines")
+        marks.append(_("line") if len(lines) == 1 else _("{n} lines").format(n=len(lines)))
     if ax.collections and not ax.images:
-        marks.append("points or areas")
+        marks.append(_("points or areas"))
     names = [plain_text(h.get_label()) for h in (ax.get_legend_handles_labels()[0] or [])]
     names = [n for n in names if n and not n.startswith("_")]
     if names:
-        marks.append("legend: " + ", ".join(names[:8]))
+        marks.append(_("legend: {names}").format(names=_(", ").join(names[:8])))
     return marks
 
 
@@ -97,20 +101,22 @@ def figure_alt_text(fig: Any) -> str:
             and (ax.axison or ax.images or ax.has_data())]
     n_colorbars = sum(1 for ax in fig.axes if ax.get_label() == "<colorbar>")
     suptitle = plain_text(fig._suptitle.get_text()) if getattr(fig, "_suptitle", None) else ""
-    head = "Figure" + (f": {suptitle}." if suptitle else ".")
+    head = _("Figure: {title}.").format(title=suptitle) if suptitle else _("Figure.")
     if len(axes) > 1:
-        head += f" {len(axes)} panels."
+        head += _(" {n} panels.").format(n=len(axes))
     parts = [head]
     for i, ax in enumerate(axes, 1):
         title = plain_text(" ".join(t for t in (ax.get_title("left"), ax.get_title(),
                                             ax.get_title("right")) if t))
         marks = _marks(ax)
-        label = f"Panel {i}" if len(axes) > 1 else "It shows"
-        desc = f"{title}, " if title else ""
-        desc += ", ".join(marks) if marks else "a plot"
-        parts.append(f"{label}: {desc}{_axis_phrase(plain_text(ax.get_xlabel()), plain_text(ax.get_ylabel()))}.")
+        label = _("Panel {i}").format(i=i) if len(axes) > 1 else _("It shows")
+        desc = _("{title}, ").format(title=title) if title else ""
+        desc += _(", ").join(marks) if marks else _("a plot")
+        axes_text = _axis_phrase(plain_text(ax.get_xlabel()), plain_text(ax.get_ylabel()))
+        parts.append(_("{label}: {what}{axes}.").format(label=label, what=desc, axes=axes_text))
     if n_colorbars:
-        parts.append("With a colour scale." if n_colorbars == 1 else f"With {n_colorbars} colour scales.")
+        parts.append(_("With a colour scale.") if n_colorbars == 1
+                     else _("With {n} colour scales.").format(n=n_colorbars))
     return _join(parts)
 
 
@@ -159,19 +165,20 @@ def plotly_alt_text(fig: Any) -> str:
     layout = fig.get("layout") or {}
     data = fig.get("data") or []
     title = _title(layout.get("title"))
-    parts = ["Interactive figure" + (f": {title}." if title else ".")]
+    parts = [_("Interactive figure: {title}.").format(title=title) if title else _("Interactive figure.")]
     kinds: dict = {}
     names = []
     for trace in data:
-        kind = {"scatter": "line or point series"}.get(trace.get("type", "scatter"),
-                                                       trace.get("type", "scatter"))
+        kind = {"scatter": _("line or point series"), "heatmap": _("heatmap"), "bar": _("bar"),
+                "histogram": _("histogram")}.get(trace.get("type", "scatter"), trace.get("type", "scatter"))
         kinds[kind] = kinds.get(kind, 0) + 1
         name = plain_text(trace.get("name", ""))
         if name and name not in names:
             names.append(name)
     if kinds:
-        parts.append("It shows " + ", ".join(f"{n} {k}" if n > 1 else k for k, n in kinds.items())
-                     + (f" ({', '.join(names[:8])})" if names else "") + ".")
+        shows = _(", ").join(_("{n} {kind}").format(n=n, kind=k) if n > 1 else k for k, n in kinds.items())
+        named = _(" ({names})").format(names=_(", ").join(names[:8])) if names else ""
+        parts.append(_("It shows {what}{names}.").format(what=shows, names=named))
     axes = sorted(k for k in layout if k.startswith(("xaxis", "yaxis")))
     x_titles = [_title(layout[k].get("title")) for k in axes if k.startswith("x")
                 and isinstance(layout[k], dict)]
@@ -180,14 +187,14 @@ def plotly_alt_text(fig: Any) -> str:
     x = ", ".join(dict.fromkeys(t for t in x_titles if t))
     y = ", ".join(dict.fromkeys(t for t in y_titles if t))
     if x or y:
-        parts.append("Axes" + _axis_phrase(x, y) + ".")
+        parts.append(_("Axes{axes}.").format(axes=_axis_phrase(x, y)))
     for slider in layout.get("sliders") or []:
         steps = slider.get("steps") or []
         prefix = plain_text((slider.get("currentvalue") or {}).get("prefix", "")).rstrip(" :=")
         labels = [plain_text(s.get("label", "")) for s in steps]
-        what = f" over {prefix}" if prefix else ""
-        span = f" from {labels[0]} to {labels[-1]}" if labels and labels[0] else ""
-        parts.append(f"A slider steps{what} through {len(steps)} settings{span}.")
+        what = _(" over {what}").format(what=prefix) if prefix else ""
+        span = _(" from {first} to {last}").format(first=labels[0], last=labels[-1]) if labels and labels[0] else ""
+        parts.append(_("A slider steps{over} through {n} settings{span}.").format(over=what, n=len(steps), span=span))
     return _join(parts)
 
 

@@ -257,7 +257,7 @@ def _matplotlib_defaults() -> None:
     )
 
 
-def setup_notebook(plotly: bool = True) -> str:
+def setup_notebook(plotly: bool = True, lang: str = "en") -> str:
     """Prepare a chapter notebook; return the torch device string (``"cuda"``/``"cpu"``).
 
     * ``plotly=True``: register and select a plotly renderer that draws on the static
@@ -271,7 +271,14 @@ def setup_notebook(plotly: bool = True) -> str:
     * a GPU profile, when ``ATTN_EDU_GPU_PROFILE`` names one (``t4``: the GPU capped to
       15 GB and seen as compute capability 7.5, :func:`attn_edu.gpu_profile.apply_profile`),
       applied once and said in one printed line; a ValueError for a name that is no profile.
+    * ``lang``: the language of what the package shows (figures' words, checkers' messages,
+      alt text, the explorers' notes): ``"en"`` (the English chapters) or ``"zh"`` (their
+      Chinese twins' first cell); :func:`attn_edu.i18n.set_language`, a ValueError naming
+      ``lang`` for anything else, raised before anything is set up.
     """
+    from .i18n import set_language  # noqa: PLC0415
+
+    set_language(lang)
     if plotly:
         try:
             _register_plotly_renderer()

@@ -25,6 +25,8 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from ._checks import is_torch_tensor
+from .i18n import N_
+from .i18n import gettext as _
 
 __all__ = ["heatmap", "heatmap_grid", "soft_lookup", "slider_figure", "sweep_figure"]
 
@@ -96,7 +98,7 @@ def _annotate(ax, mat: np.ndarray, image, fmt: str) -> None:
             if not np.isfinite(value):
                 text, colour = str(value), "black"
             else:
-                r, g, b, _ = cmap(norm(value))
+                r, g, b, _alpha = cmap(norm(value))
                 colour = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
                 text = format(value, fmt)
             ax.text(j, i, text, ha="center", va="center", color=colour, fontsize=8)
@@ -113,11 +115,11 @@ def heatmap(
     colorbar: bool = True,
     annotate: bool = False,
     *,
-    x_label: str = "key",
-    y_label: str = "query",
+    x_label: str = N_("key"),
+    y_label: str = N_("query"),
     vmin: Optional[float] = None,
     vmax: Optional[float] = None,
-    colorbar_label: str = "attention weight",
+    colorbar_label: str = N_("attention weight"),
     fmt: str = ".2f",
     figsize: Optional[Tuple[float, float]] = None,
     aspect: str = "equal",
@@ -157,15 +159,15 @@ def heatmap(
     image = ax.imshow(mat, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect=aspect)
     ax.grid(False)  # grid lines (a common rc default) would cut through the cells
     _set_ticks(ax, mat.shape[0], mat.shape[1], xl, yl)
-    ax.set_xlabel(x_label)
-    ax.set_ylabel(y_label)
+    ax.set_xlabel(_(x_label))  # a label the catalog has is shown translated
+    ax.set_ylabel(_(y_label))
     if title is not None:
         ax.set_title(title)
     if annotate:
         _annotate(ax, mat, image, fmt)
     if colorbar:
         cb = fig.colorbar(image, ax=ax, shrink=0.9)
-        cb.set_label(colorbar_label)
+        cb.set_label(_(colorbar_label))
     return fig
 
 
@@ -175,8 +177,8 @@ def heatmap_grid(
     nrows: Optional[int] = None,
     ncols: Optional[int] = None,
     shared_colorbar: bool = True,
-    x_label: str = "key",
-    y_label: str = "query",
+    x_label: str = N_("key"),
+    y_label: str = N_("query"),
     *,
     cmap: str = "viridis",
     vmin: Optional[float] = None,
@@ -186,7 +188,7 @@ def heatmap_grid(
     y_labels: Labels = None,
     annotate: bool = False,
     fmt: str = ".2f",
-    colorbar_label: str = "attention weight",
+    colorbar_label: str = N_("attention weight"),
     panel_size: float = 2.6,
 ):
     """Draw several (L_q, L_k) matrices in a grid; returns the matplotlib ``Figure``.
@@ -271,7 +273,7 @@ def heatmap_grid(
     if shared_colorbar and image is not None:
         visible = [ax for ax in axes.flat if ax.get_visible()]
         cb = fig.colorbar(image, ax=visible, shrink=0.95 if nrows > 1 else 1.0, aspect=12 * nrows)
-        cb.set_label(colorbar_label)
+        cb.set_label(_(colorbar_label))
     if suptitle is not None:
         fig.suptitle(suptitle)
     return fig
@@ -306,28 +308,28 @@ def soft_lookup(query: object, keys: object, values: object, scale: float = 1.0,
     fig, (ax_k, ax_v) = plt.subplots(1, 2, figsize=(10, 5.4), layout="constrained")
     size = 30 + 1500 * w                         # marker areas grow with the weights
     gap = 6 + np.sqrt(size / np.pi)              # labels just outside the markers
-    ax_k.scatter(*k.T, s=size, alpha=0.6, label="keys (area ∝ weight)")
+    ax_k.scatter(*k.T, s=size, alpha=0.6, label=_("keys (area ∝ weight)"))
     for j, kj in enumerate(k):
         ax_k.annotate("", xy=kj, xytext=(0, 0), arrowprops=dict(arrowstyle="-|>", color="0.5"))
         ax_k.annotate(f"{names[j]}\nw = {w[j]:.3f}", kj, xytext=kj / max(np.hypot(*kj), 1e-12) * (gap[j] + 14),
                       textcoords="offset points", ha="center", va="center", fontsize=9)
     ax_k.annotate("", xy=q, xytext=(0, 0), arrowprops=dict(arrowstyle="-|>", color="tab:red", lw=2))
-    ax_k.plot(*q, "o", color="tab:red", label=f"query q = ({q[0]:g}, {q[1]:g})")
+    ax_k.plot(*q, "o", color="tab:red", label=_("query q = {q}").format(q=f"({q[0]:g}, {q[1]:g})"))
     lim = max(2 * np.abs(k).max(), np.abs(q).max()) + 0.6
-    ax_k.set(xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", xlabel="key dim 0",
-             ylabel="key dim 1", title="key space: where to look")
+    ax_k.set(xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", xlabel=_("key dim 0"),
+             ylabel=_("key dim 1"), title=_("key space: where to look"))
     u = np.linspace(0, 2 * np.pi, 720, endpoint=False)              # 720 directions, in order
     best = (v @ np.stack([np.cos(u), np.sin(u)])).argmax(0)           # furthest value along each
     hull = v[best[np.sort(np.unique(best, return_index=True)[1])]]   # the hull's corners, in turn
-    ax_v.fill(*hull.T, color="tab:green", alpha=0.12, label="convex hull of the values")
-    ax_v.scatter(*v.T, s=size, color="tab:green", alpha=0.6, label="values (area ∝ weight)")
+    ax_v.fill(*hull.T, color="tab:green", alpha=0.12, label=_("convex hull of the values"))
+    ax_v.scatter(*v.T, s=size, color="tab:green", alpha=0.6, label=_("values (area ∝ weight)"))
     for j, vj in enumerate(v):
         ax_v.annotate(f"v{j}", vj, xytext=(0, gap[j]), ha="center", textcoords="offset points", fontsize=9)
-    ax_v.plot(*v.mean(0), "x", color="0.3", ms=9, label="mean of the values")
-    ax_v.plot(*out, "*", color="tab:red", ms=16, label=f"output ({out[0]:.2f}, {out[1]:.2f})")
+    ax_v.plot(*v.mean(0), "x", color="0.3", ms=9, label=_("mean of the values"))
+    ax_v.plot(*out, "*", color="tab:red", ms=16, label=_("output {o}").format(o=f"({out[0]:.2f}, {out[1]:.2f})"))
     ax_v.set(xlim=(v[:, 0].min() - 0.7, v[:, 0].max() + 0.9), aspect="equal",
-             ylim=(v[:, 1].min() - 0.7, v[:, 1].max() + 0.9), xlabel="value dim 0",
-             ylabel="value dim 1", title="value space: what you get")
+             ylim=(v[:, 1].min() - 0.7, v[:, 1].max() + 0.9), xlabel=_("value dim 0"),
+             ylabel=_("value dim 1"), title=_("value space: what you get"))
     for ax in (ax_k, ax_v):
         leg = ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8)
         for handle in (h for h in leg.legend_handles if hasattr(h, "set_sizes")):
@@ -357,7 +359,7 @@ def _as_traces(where: str, traces: object) -> list:
 def slider_figure(
     frames: Sequence[Frame],
     *,
-    slider_label: str = "scale",
+    slider_label: str = N_("scale"),
     value_format: str = "{:.3g}",
     title: Optional[str] = None,
     xaxis_title: Optional[str] = None,
@@ -427,7 +429,7 @@ def slider_figure(
     slider = {
         "active": int(initial_index),
         "steps": steps,
-        "currentvalue": {"prefix": f"{slider_label} = ", "font": {"size": 14}},
+        "currentvalue": {"prefix": f"{_(slider_label)} = ", "font": {"size": 14}},
         "pad": {"t": 55, "b": 10},
         "len": 0.9 if play_button else 1.0,
         "x": 0.1 if play_button else 0.0,
@@ -458,7 +460,7 @@ def sweep_figure(
     values: Sequence[Any],
     make_traces: Callable[[Any], object],
     *,
-    slider_label: str = "scale",
+    slider_label: str = N_("scale"),
     title: Optional[str] = None,
     xaxis_title: Optional[str] = None,
     yaxis_title: Optional[str] = None,
@@ -579,13 +581,13 @@ def plot_mask(
         ax.set_yticks(np.arange(-0.5, lq, 1.0), minor=True)
         ax.grid(which="minor", color="white", linewidth=1.0)
         ax.tick_params(which="minor", length=0)
-    ax.set_xlabel("key position j")
-    ax.set_ylabel("query position i")
+    ax.set_xlabel(_("key position j"))
+    ax.set_ylabel(_("query position i"))
     if title is not None:
         ax.set_title(title)
     if legend:
-        handles = [Patch(facecolor=colours[1], edgecolor="0.5", label="may attend (True)"),
-                   Patch(facecolor=colours[0], edgecolor="0.5", label="masked (False)")]
+        handles = [Patch(facecolor=colours[1], edgecolor="0.5", label=_("may attend (True)")),
+                   Patch(facecolor=colours[0], edgecolor="0.5", label=_("masked (False)"))]
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
                   frameon=False)
     return fig

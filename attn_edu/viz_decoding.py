@@ -27,6 +27,7 @@ import numpy as np
 
 from . import _checks, decoding
 from .viz import sweep_figure
+from .i18n import gettext as _
 
 __all__ = ["roofline_figure", "roofline_explorer", "draw_paged_cache", "draw_mla", "occupancy_explorer",
            "paged_memory_explorer", "quantization_figure", "quantization_explorer", "decode_bandwidth_figure"]
@@ -52,15 +53,15 @@ def _roofline_traces(workloads: Workloads, gpus: Dict[str, "decoding.GPUSpec"]) 
     traces.append(go.Scatter(
         x=xs, y=[decoding.attainable_flops(w, first) / 1e12 for w in xs], mode="markers+text",
         text=[label for label, _ in workloads], textposition="top center",
-        marker=dict(size=11, color="black", symbol="diamond"), name=f"attention, on the {first.name} roof"))
+        marker=dict(size=11, color="black", symbol="diamond"), name=_("attention, on the {gpu} roof").format(gpu=first.name)))
     return traces
 
 
 def _roofline_layout(title: Optional[str]) -> dict:
     return dict(height=470, title=title,
-                xaxis=dict(type="log", title="arithmetic intensity (FLOPs per byte of memory traffic)",
+                xaxis=dict(type="log", title=_("arithmetic intensity (FLOPs per byte of memory traffic)"),
                            range=[-1.2, 4.6], dtick=1),
-                yaxis=dict(type="log", title="attainable TFLOP/s (published peaks)", range=[-1.5, 3.7],
+                yaxis=dict(type="log", title=_("attainable TFLOP/s (published peaks)"), range=[-1.5, 3.7],
                            dtick=1),
                 legend=dict(x=0.99, y=0.02, xanchor="right", yanchor="bottom", bgcolor="rgba(255,255,255,0.8)"))
 
@@ -218,7 +219,7 @@ def occupancy_explorer(programs: int, lk: int, num_sms: int = 132, splits: Seque
                 f"({busy / num_sms:.0%}),<br>{keys} keys each; model time x{rel:.3f} of one split")
         return [go.Heatmap(z=per_sm.reshape(rows, columns), zmin=0, zmax=max(2, programs * max(splits) // num_sms),
                            colorscale=[[0, "#f0f0f0"], [0.01, "#c6dbef"], [1, "#08306b"]],
-                           colorbar=dict(title="programs", len=0.75, y=0.4), xgap=2, ygap=2,
+                           colorbar=dict(title=_("programs"), len=0.75, y=0.4), xgap=2, ygap=2,
                            hovertemplate="SM %{customdata}: %{z} program(s)<extra></extra>",
                            customdata=np.arange(rows * columns).reshape(rows, columns)),
                 go.Scatter(x=[(columns - 1) / 2], y=[-1.4], mode="text", text=[text],
@@ -251,14 +252,14 @@ def paged_memory_explorer(lengths: Sequence[int], max_len: int, token_bytes: int
         names = ["contiguous, max_len each", f"paged ({r['table_entries']:,} pages)"]
         return [go.Bar(x=names, y=[tokens * gib] * 2, name="tokens", marker_color="#3a7dbf"),
                 go.Bar(x=names, y=[(r["reserved"] - tokens) * gib, r["fragmentation"] * gib],
-                       name="allocated, never written", marker_color="#e4572e",
+                       name=_("allocated, never written"), marker_color="#e4572e",
                        text=[f"{(r['reserved'] - tokens) / r['reserved']:.0%} wasted",
                              f"{r['fragmentation'] / r['paged']:.1%} wasted"], textposition="outside")]
 
     page_sizes = list(page_sizes)
     if initial_index is None:
         initial_index = page_sizes.index(16) if 16 in page_sizes else 0
-    return sweep_figure(page_sizes, traces, slider_label="page size (tokens)", value_format="{:d}",
+    return sweep_figure(page_sizes, traces, slider_label=_("page size (tokens)"), value_format="{:d}",
                         initial_index=initial_index,
                         layout=dict(barmode="stack", height=430, title=title, yaxis_title="GiB",
                                     legend=dict(x=0.99, y=0.98, xanchor="right")))
@@ -273,7 +274,7 @@ def _quant_traces(q, k, v, fmt: str, group_size: Optional[int]):
     import plotly.graph_objects as go
 
     errs = []
-    for _, which, per in _QUANT_CHOICES:
+    for _name, which, per in _QUANT_CHOICES:
         kw = {f"{which}_fmt": fmt, f"{which}_per": per}
         errs.append(decoding.attention_error(q, k, v, group_size=group_size, **kw))
     return [go.Bar(x=[c[0] for c in _QUANT_CHOICES], y=errs, marker_color=["#3a7dbf", "#9ecae1", "#e4572e",
@@ -282,7 +283,7 @@ def _quant_traces(q, k, v, fmt: str, group_size: Optional[int]):
 
 
 def _quant_layout(title: Optional[str]) -> dict:
-    return dict(height=420, title=title, yaxis=dict(type="log", title="relative error of the attention output",
+    return dict(height=420, title=title, yaxis=dict(type="log", title=_("relative error of the attention output"),
                                                     range=[-4.5, 0.7]))
 
 
@@ -336,13 +337,14 @@ def decode_bandwidth_figure(doc: dict, timing: str = "call"):
     for impl, batch in keys:
         pts = sorted((r["context"], g) for r, g in rows if (r["impl"], r["batch"]) == (impl, batch))
         fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers",
-                        name=f"{impl}, batch {batch}",
+                        name=_("{impl}, batch {batch}").format(impl=impl, batch=batch),
                         line=dict(color=_COLOURS[impls.index(impl) % 8], dash="solid" if batch == 1 else "dot"))
     dev, cfg = doc["device"], doc.get("config", {})
-    how = "replayed from a CUDA graph" if timing == "graph" else "one ordinary call"
+    how = _("replayed from a CUDA graph") if timing == "graph" else _("one ordinary call")
     fig.update_layout(
-        height=420, xaxis=dict(type="log", title="KV-cache length (tokens)"),
-        yaxis=dict(title=f"GB/s read from the KV cache ({how})"),
-        title=(f"One decode step, measured on {dev['name']} ({dev['kind']}), {doc['date'][:10]}<br>"
+        height=420, xaxis=dict(type="log", title=_("KV-cache length (tokens)")),
+        yaxis=dict(title=_("GB/s read from the KV cache ({how})").format(how=how)),
+        title=(_("One decode step, measured on {gpu} ({kind}), {date}").format(
+                   gpu=dev["name"], kind=dev["kind"], date=doc["date"][:10]) + "<br>"
                f"H_q={cfg.get('heads')}, H_kv={cfg.get('kv_heads')}, d={cfg.get('d')}, {cfg.get('dtype')}"))
     return fig

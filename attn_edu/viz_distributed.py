@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .viz import slider_figure
+from .i18n import gettext as _
 
 __all__ = ["RANK_COLORS", "ring_step_traces", "ring_step_figure", "ring_figure", "draw_ulysses"]
 
@@ -122,14 +123,14 @@ def _ring_layout(world_size: int, causal: bool) -> dict:
     top = 4 * world_size if causal else 8 * world_size
     return dict(
         height=460, showlegend=False, margin=dict(t=70, l=50, r=20, b=40), plot_bgcolor="white",
-        xaxis=dict(title="key chunk", range=[-0.5, g - 0.5], dtick=1, domain=[0.0, 0.27],
+        xaxis=dict(title=_("key chunk"), range=[-0.5, g - 0.5], dtick=1, domain=[0.0, 0.27],
                    constrain="domain", anchor="y", showgrid=False),
-        yaxis=dict(title="query chunk", range=[g - 0.5, -0.5], dtick=1, scaleanchor="x",
+        yaxis=dict(title=_("query chunk"), range=[g - 0.5, -0.5], dtick=1, scaleanchor="x",
                    constrain="domain", anchor="x", showgrid=False),
         xaxis2=dict(visible=False, range=[-1.5, 1.5], domain=[0.31, 0.69], anchor="y2"),
         yaxis2=dict(visible=False, range=[-1.5, 1.5], scaleanchor="x2", anchor="x2"),
         xaxis3=dict(domain=[0.78, 1.0], anchor="y3"),
-        yaxis3=dict(title="tiles computed so far", range=[0, top * 1.15], anchor="x3",
+        yaxis3=dict(title=_("tiles computed so far"), range=[0, top * 1.15], anchor="x3",
                     gridcolor="#eeeeee"),
     )
 
@@ -140,8 +141,8 @@ def ring_step_figure(world_size: int, layout: str = "zigzag", causal: bool = Tru
 
     fig = go.Figure(ring_step_traces(world_size, layout, causal, step))
     fig.update_layout(**_ring_layout(world_size, causal),
-                      title=f"Ring attention on {world_size} ranks, {layout} layout"
-                            + (", causal" if causal else ""))
+                      title=(_("Ring attention on {n} ranks, {layout} layout, causal") if causal
+                             else _("Ring attention on {n} ranks, {layout} layout")).format(n=world_size, layout=layout))
     return fig
 
 
@@ -158,8 +159,8 @@ def ring_figure(world_size: int = 4, causal: bool = True, layouts: Sequence[str]
         frames.append((f"{layout} · done", ring_step_traces(world_size, layout, causal, None)))
     fig = slider_figure(frames, slider_label="", play_button=True, frame_duration_ms=900,
                         layout=dict(**_ring_layout(world_size, causal),
-                                    title=f"Ring attention on {world_size} ranks"
-                                          + (", causal mask" if causal else "")))
+                                    title=(_("Ring attention on {n} ranks, causal mask") if causal
+                                           else _("Ring attention on {n} ranks")).format(n=world_size)))
     fig.layout.sliders[0].currentvalue.update(prefix="", xanchor="right")  # clear of Play
     return fig
 

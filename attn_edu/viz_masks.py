@@ -20,6 +20,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from .masks import causal_mask, causal_offset, padding_mask, query_key_mask
+from .i18n import gettext as _
 
 __all__ = ["MASK_KINDS", "causal_rule", "mask_for_kind", "mask_explorer"]
 
@@ -185,9 +186,9 @@ def mask_explorer(l_max: int = 8):
     fig.update_layout(
         height=710, margin=dict(t=200, b=110, l=110, r=20),
         title=dict(x=0.5, y=1 - 62 / 710, yanchor="middle"),
-        xaxis=dict(title="key position j", range=[-0.5, l_max - 0.5],
+        xaxis=dict(title=_("key position j"), range=[-0.5, l_max - 0.5],
                    side="top", tickangle=0, showgrid=False, zeroline=False),
-        yaxis=dict(title="query position i", range=[l_max - 0.5, -0.5],
+        yaxis=dict(title=_("query position i"), range=[l_max - 0.5, -0.5],
                    scaleanchor="x", showgrid=False, zeroline=False),
         legend=dict(orientation="h", x=0.5, xanchor="center", y=1 + 110 / 400, yanchor="top"),
         plot_bgcolor="white",

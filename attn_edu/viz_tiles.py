@@ -21,6 +21,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from .viz import slider_figure
+from .i18n import gettext as _
 
 __all__ = ["TILE_KINDS", "TILE_COLORS", "fit_axis_ranges", "tile_layout_heatmap", "tile_trace_figure"]
 
@@ -112,14 +113,14 @@ def tile_trace_figure(trace: Sequence[Any], out: Any, title: Optional[str] = Non
                                          "partial output o = A/ℓ (all rows so far)"))
     labels = [f"{t}: ({r.q_block},{r.k_block})" + (" skip" if r.skipped else "") for t, r in enumerate(trace)]
     fig = slider_figure(
-        [(lab, frame(t)) for t, lab in enumerate(labels)], slider_label="step: tile", play_button=True,
+        [(lab, frame(t)) for t, lab in enumerate(labels)], slider_label=_("step: tile"), play_button=True,
         frame_duration_ms=frame_duration_ms, base_figure=base,
         layout=dict(height=660, showlegend=False, margin=dict(t=100), title=title,
-                    yaxis=dict(autorange="reversed", title="query block"),
-                    xaxis=dict(title="key block", side="bottom"),
-                    xaxis2=dict(range=[-0.5, L - 0.5], title="query row"), yaxis2=dict(range=m_range),
-                    xaxis3=dict(range=[-0.5, L - 0.5], title="query row"), yaxis3=dict(range=[0, l_max]),
-                    yaxis4=dict(autorange="reversed", title="query row"), xaxis4=dict(title="output column")))
+                    yaxis=dict(autorange="reversed", title=_("query block")),
+                    xaxis=dict(title=_("key block"), side="bottom"),
+                    xaxis2=dict(range=[-0.5, L - 0.5], title=_("query row")), yaxis2=dict(range=m_range),
+                    xaxis3=dict(range=[-0.5, L - 0.5], title=_("query row")), yaxis3=dict(range=[0, l_max]),
+                    yaxis4=dict(autorange="reversed", title=_("query row")), xaxis4=dict(title=_("output column"))))
     fig.layout.sliders[0].currentvalue.xanchor = "right"  # clear of the Play button
     return fig
 

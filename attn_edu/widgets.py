@@ -54,15 +54,21 @@ import traceback
 import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
+from .i18n import N_, translate
+from .i18n import gettext as _
+
 __all__ = [
     "live_explorer",
     "check_controls_matter",
     "explorers",
+    "live_note",
+    "colab_link",
+    "localize_live_notes",
 ]
 
 #: CSS class of every explorer's outer box, and the one it carries while busy
 EXPLORER_CLASS, BUSY_CLASS = "attn-edu-explorer", "attn-edu-busy"
-_COMPUTING = "<i style='color:#777'>computing…</i>"
+_COMPUTING = "<i style='color:#777'>{}</i>"  # the busy note; its words: _("computing…")
 
 # every explorer made in this process, oldest first (weak: none is kept alive by this list)
 _EXPLORERS: List["weakref.ref[Any]"] = []
@@ -149,6 +155,41 @@ def _value_text(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
+def live_note(shown: str, lang: str | None = None) -> str:
+    """The stand-in's note (HTML) in ``lang`` (default: the current language): that the figure
+    recomputes in Jupyter or Colab and is shown here for ``shown`` (its controls' values)."""
+    return translate(LIVE_NOTE, lang).format(shown=shown)
+
+
+#: the stand-in's note, in English (the source of its translations; ``{shown}`` is the values)
+LIVE_NOTE = N_("<strong>Live explorer.</strong> In Jupyter or Colab this figure recomputes as you "
+               "move its controls; here it is shown for {shown}.")
+
+
+#: the sentence the book build puts in the note's Colab slot (``{url}`` is the chapter on Colab)
+COLAB_LINK = N_('<a href="{url}">Open this chapter in Colab</a> to move them.')
+
+
+def colab_link(url: str, lang: str | None = None) -> str:
+    """The note's Colab sentence (HTML) in ``lang`` (default: the current language), linking
+    ``url``, which is escaped here."""
+    import html  # noqa: PLC0415
+
+    return translate(COLAB_LINK, lang).format(url=html.escape(url))
+
+
+def localize_live_notes(body: str, lang: str) -> str:
+    """``body`` (a page's HTML) with every English stand-in note, which the English execution
+    wrote, in ``lang``: the Chinese book shows the English build's outputs (scripts/zh.py)."""
+    import re  # noqa: PLC0415
+
+    if lang == "en":
+        return body
+    head, tail = LIVE_NOTE.split("{shown}")
+    pattern = re.compile(re.escape(f'<p class="{NOTE_CLASS}">{head}') + "(?P<shown>.*?)" + re.escape(tail))
+    return pattern.sub(lambda m: f'<p class="{NOTE_CLASS}">' + live_note(m.group("shown"), lang), body)
+
+
 def _static_html(state: "_Explorer") -> str:
     """What a page without a kernel shows for an explorer: its current figure and a note.
 
@@ -163,7 +204,7 @@ def _static_html(state: "_Explorer") -> str:
         if "text/html" in data:  # plotly figures: their book renderer's div and script
             figures.append(data["text/html"])
         elif "image/png" in data:
-            alt = ((out.get("metadata") or {}).get("image/png") or {}).get("alt") or "Figure"
+            alt = ((out.get("metadata") or {}).get("image/png") or {}).get("alt") or _("Figure")
             figures.append(f'<img src="data:image/png;base64,{data["image/png"]}" '
                            f'alt="{html.escape(alt)}" style="max-width:100%">')
         elif out.get("output_type") == "error":
@@ -172,8 +213,7 @@ def _static_html(state: "_Explorer") -> str:
             figures.append(f"<pre>{html.escape(str(data['text/plain']))}</pre>")
     shown = ", ".join(f"{html.escape(str(getattr(c, 'description', '') or name))} = "
                       f"{html.escape(_value_text(c.value))}" for name, c in state.controls.items())
-    note = (f'<p class="{NOTE_CLASS}"><strong>Live explorer.</strong> In Jupyter or Colab this '
-            f"figure recomputes as you move its controls; here it is shown for {shown}. "
+    note = (f'<p class="{NOTE_CLASS}">{live_note(shown)} '
             f'<span class="{COLAB_SLOT_CLASS}"></span></p>')
     return f'<div class="{STATIC_CLASS}">{note}{"".join(figures)}</div>'
 
@@ -269,7 +309,8 @@ class _Explorer:
 
     def set_busy(self, busy: bool) -> None:
         # idle: an empty span that counts the renders (browser tests wait on it)
-        self.status.value = _COMPUTING if busy else f'<span data-renders="{self.renders}"></span>'
+        self.status.value = (_COMPUTING.format(_("computing…")) if busy
+                             else f'<span data-renders="{self.renders}"></span>')
 
         classes = [c for c in self.box._dom_classes if c != BUSY_CLASS]
         self.box._dom_classes = tuple(classes + [BUSY_CLASS] if busy else classes)

@@ -3,8 +3,10 @@
 
 ``notebooks/zh/NN_name.ipynb`` is chapter ``notebooks/NN_name.ipynb`` in Simplified Chinese:
 the same cells in the same order, each code cell byte for byte the English one (so the book
-build renders it from the English execution, jupyter-cache keying on code), each markdown cell
-translated. Every zh cell records the English cell it translates in its metadata::
+build renders it from the English execution, jupyter-cache keying on code) except for one
+difference, a tested rule (:func:`zh_code`): the first code cell's ``attn_edu.setup_notebook()``
+is ``attn_edu.setup_notebook(lang="zh")``, which makes what the package shows (figures' words,
+checkers' messages, alt text) Chinese in Jupyter and Colab; each markdown cell translated. Every zh cell records the English cell it translates in its metadata::
 
     "attn_edu": {"en": "<English cell id>", "en_sha": "<first 12 hex of sha256(English source)>"}
 
@@ -20,7 +22,8 @@ removed on one side only.
                                          # sources, every chapter carrying the outputs of the English
                                          # build's one execution (from its cache, _build/.jupyter_cache)
 
-``check`` compares, cell by cell: ids, types and order; code (identical); the English sha
+``check`` compares, cell by cell: ids, types and order; code (identical but for the rule of
+:func:`zh_code`); the English sha
 (stale translations); and in markdown the things a translation must keep: fenced code blocks
 (byte for byte: a solution's code is code), math
 (``$...$``, ``$$...$$``, ``\\begin{...}``; the words inside ``\\text{}`` are translated, the
@@ -69,6 +72,40 @@ def twin(en_path: Path) -> Path:
     return ZH / en_path.name
 
 
+#: the one difference between twins' code: the first code cell chooses the reader's language
+EN_SETUP_CALL = "attn_edu.setup_notebook()"
+ZH_SETUP_CALL = 'attn_edu.setup_notebook(lang="zh")'
+
+
+def first_code_id(nb: dict) -> str | None:
+    """The id of a notebook's first code cell (the setup cell), None without one."""
+    return next((c.get("id") for c in nb["cells"] if c["cell_type"] == "code"), None)
+
+
+def zh_code(en_source: str, first: bool) -> str:
+    """The Chinese twin's code for an English code cell: the same, byte for byte, except in the
+    first code cell, whose one ``attn_edu.setup_notebook()`` becomes
+    ``attn_edu.setup_notebook(lang="zh")``. A ValueError when that first cell does not call it
+    exactly once (then the rule cannot be applied)."""
+    if not first:
+        return en_source
+    if en_source.count(EN_SETUP_CALL) != 1:
+        raise ValueError(f"the first code cell must call {EN_SETUP_CALL} exactly once; "
+                         f"it does {en_source.count(EN_SETUP_CALL)} times")
+    return en_source.replace(EN_SETUP_CALL, ZH_SETUP_CALL)
+
+
+def _set_source(cell: dict, text: str) -> None:
+    cell["source"] = text.splitlines(keepends=True) if isinstance(cell["source"], list) else text
+
+
+def _zh_code_cell(en_cell: dict, first_id: str | None) -> dict:
+    """A copy of an English code cell as its Chinese twin has it (:func:`zh_code`)."""
+    z = json.loads(json.dumps(en_cell))
+    _set_source(z, zh_code(source(en_cell), en_cell.get("id") == first_id))
+    return z
+
+
 def _stamp(zh_cell: dict, en_cell: dict) -> None:
     zh_cell.setdefault("metadata", {})["attn_edu"] = {"en": en_cell["id"], "en_sha": sha(source(en_cell))}
 
@@ -79,8 +116,10 @@ def new(chapter: str) -> Path:
     if out.exists():
         raise SystemExit(f"{out} exists: use sync")
     nb = load(en_path)
-    for cell in nb["cells"]:
-        _stamp(cell, cell)
+    first = first_code_id(nb)
+    nb["cells"] = [_zh_code_cell(c, first) if c["cell_type"] == "code" else c for c in nb["cells"]]
+    for cell, en_cell in zip(nb["cells"], load(en_path)["cells"]):
+        _stamp(cell, en_cell)
     save(out, nb)
     return out
 
@@ -92,17 +131,19 @@ def sync(chapter: str) -> list:
     en_path = english(chapter)
     en, zh = load(en_path), load(twin(en_path))
     by_id = {c["metadata"].get("attn_edu", {}).get("en"): c for c in zh["cells"]}
+    first = first_code_id(en)
     cells, notes = [], []
     for e in en["cells"]:
         z = by_id.get(e["id"])
         if z is None:
-            z = json.loads(json.dumps(e))
+            z = _zh_code_cell(e, first) if e["cell_type"] == "code" else json.loads(json.dumps(e))
             _stamp(z, e)
             notes.append(f"inserted {e['id']} (to translate)")
         elif e["cell_type"] == "code":
-            if source(z) != source(e) or z.get("metadata", {}).get("tags") != e.get("metadata", {}).get("tags"):
+            want = _zh_code_cell(e, first)
+            if source(z) != source(want) or z.get("metadata", {}).get("tags") != e.get("metadata", {}).get("tags"):
                 notes.append(f"code {e['id']} copied")
-            z = json.loads(json.dumps(e))
+            z = want
             _stamp(z, e)
         cells.append(z)
     gone = set(by_id) - {e["id"] for e in en["cells"]}
@@ -225,14 +266,22 @@ def check_chapter(en_path: Path) -> list:
                         f"(only in English: {missing}; only in Chinese: {extra}; or the order): "
                         "python scripts/zh.py sync " + en_path.name[:2])
         return problems
+    first = first_code_id(en)
     for e, z in zip(en["cells"], zh["cells"]):
         where = f"{zh_path.name} cell {e['id']}"
         if e["cell_type"] != z["cell_type"]:
             problems.append(f"{where}: {z['cell_type']} where English has {e['cell_type']}")
             continue
         if e["cell_type"] == "code":
-            if source(e) != source(z):
-                problems.append(f"{where}: code differs from the English cell (python scripts/zh.py sync)")
+            try:
+                want = zh_code(source(e), e["id"] == first)
+            except ValueError as err:
+                problems.append(f"{en_path.name} cell {e['id']}: {err}")
+                continue
+            if want != source(z):
+                rule = (f" but for {EN_SETUP_CALL} -> {ZH_SETUP_CALL}, the first cell's one difference"
+                        if e["id"] == first else "")
+                problems.append(f"{where}: code differs from the English cell{rule} (python scripts/zh.py sync)")
             if e.get("metadata", {}).get("tags") != z.get("metadata", {}).get("tags"):
                 problems.append(f"{where}: tags differ from the English cell's")
             continue
@@ -271,12 +320,15 @@ def with_outputs(zh_nb: dict, executed: dict, name: str) -> dict:
     """The Chinese chapter with the English build's outputs in its code cells (matched by the
     English cell id; the code must be the same: the Chinese book executes nothing)."""
     out = {c["id"]: c for c in executed["cells"]}
+    first = first_code_id(executed)
     nb = json.loads(json.dumps(zh_nb))
     for cell in nb["cells"]:
         if cell["cell_type"] != "code":
             continue
         en = out.get(cell["metadata"]["attn_edu"]["en"])
-        if en is None or source(en) != source(cell):
+        # the first cell's setup_notebook(lang="zh") is the one difference (zh_code); its
+        # outputs (a version and device line) are the same in both languages
+        if en is None or zh_code(source(en), en["id"] == first) != source(cell):
             raise SystemExit(f"{name}: code cell {cell['metadata']['attn_edu']['en']} differs from the English "
                              "build's: python scripts/zh.py sync, then build again")
         cell["outputs"], cell["execution_count"] = en.get("outputs", []), en.get("execution_count")

@@ -51,7 +51,7 @@ for _i, _box in enumerate(_explorers()):
             _problems.append(f"explorer {_i} {_name}: moved, but {_st.renders - _renders} recomputes")
         if any(o.get("output_type") == "error" for o in _out):
             _problems.append(f"explorer {_i} {_name}={_new[-1]!r}: " + _json.dumps(_out)[-400:])
-        if "computing" in _st.status.value:
+        if not _st.status.value.startswith("<span data-renders"):  # busy, in any language
             _problems.append(f"explorer {_i} {_name}: still 'computing…' after the handler returned")
         _c.value = _old
     _problems += [f"explorer {_i}: {p}" for p in _check(_box)]

@@ -344,3 +344,37 @@ def test_katex_fonts_are_cut_to_the_characters_of_the_formulas(ext, tmp_path):
         assert whole & {ord(c) for c in chars} <= kept <= whole and len(kept) < len(whole) / 3, src.name
     main = tmp_path / "_static" / "katex" / "fonts" / "KaTeX_Main-Regular.woff2"
     assert main.stat().st_size < (ext.katex.KATEX_FONTS_SRC / main.name).stat().st_size / 2
+
+
+def test_the_chinese_edition_shows_the_explorer_note_colab_link_and_alt_text_in_chinese(ext):
+    """The Chinese pages carry the English execution's outputs (scripts/zh.py site): the build
+    of the edition attn_edu_edition = "zh" puts the explorers' notes, their Colab sentence and
+    the figures' text alternatives in Chinese; the English edition's are as they were."""
+    from types import SimpleNamespace as NS
+
+    go = pytest.importorskip("plotly.graph_objects")
+    from attn_edu.widgets import live_note
+
+    fig = go.Figure(go.Heatmap(z=[[1, 2], [3, 4]]), layout={"title": {"text": "Weights"}})
+    note = f'<p class="attn-edu-live-note">{live_note("T = 1")} {ext.figures.COLAB_SLOT}</p>'
+    body = note + _figure_html(fig)
+    opts = {"launch_buttons": {"colab_url": "https://colab.research.google.com"},
+            "repository_url": "https://github.com/o/r", "path_to_docs": "notebooks/zh"}
+    pages = {}
+    for edition in ("en", "zh"):
+        app = NS(builder=NS(format="html"), outdir=None, add_js_file=lambda *a, **k: None,
+                 config=NS(attn_edu_edition=edition, html_theme_options=opts, _attn_edu_plotly="x.js"))
+        context = {"body": body}
+        ext.pages.page_context(app, "01_x", "page.html", context, None)
+        pages[edition] = context["body"]
+    en, zh = pages["en"], pages["zh"]
+    assert ("<strong>Live explorer.</strong> In Jupyter or Colab this figure recomputes as you move its "
+            "controls; here it is shown for T = 1. <a href=\"https://colab.research.google.com/github/o/r/"
+            "blob/main/notebooks/zh/01_x.ipynb\">Open this chapter in Colab</a> to move them.</p>") in en
+    assert 'aria-label="Interactive figure: Weights. It shows heatmap."' in en and 'data-title="Weights"' in en
+    assert "<strong>交互式探索器。</strong>" in zh and "这里显示的是 T = 1 时的结果。" in zh
+    assert ">在 Colab 中打开本章</a>即可拖动它们。</p>" in zh and "Live explorer" not in zh
+    assert 'aria-label="交互式图：Weights。图中有热力图。"' in zh and 'data-title="Weights"' in zh
+    from attn_edu import i18n
+
+    assert i18n.current_language() == "en"  # the build's Chinese did not leak into the process

@@ -120,7 +120,9 @@ def test_first_cell_installs_from_the_url_and_the_chapter_runs_from_the_install(
             "import attn_edu, importlib.metadata, json, pathlib, sys\n"
             "from attn_edu import bench\n"
             "dist = importlib.metadata.distribution('attn_edu')\n"
+            "from attn_edu import i18n\n"
             "print(json.dumps({'file': attn_edu.__file__, 'prefix': sys.prefix,\n"
+            "  'zh': i18n.translate('computing…', 'zh'), 'lang': i18n.current_language(),\n"
             "  'direct_url': json.loads(dist.read_text('direct_url.json') or '{}'),\n"
             "  'data': sorted(p.name for p in (pathlib.Path(attn_edu.__file__).parent / 'data' / 'bench').rglob('*.json')),\n"
             "  'recorded': sorted(pathlib.Path(d['source']).name for w in bench.KINDS if w != 'decode'\n"
@@ -134,6 +136,9 @@ def test_first_cell_installs_from_the_url_and_the_chapter_runs_from_the_install(
         assert Path(info["prefix"]).resolve() == (tmp_path / "colab").resolve()
         assert info["direct_url"].get("url", "").rstrip("/") == url.rstrip("/"), info["direct_url"]
         assert "vcs_info" in info["direct_url"], "not installed from the git URL"
+        # the compiled Chinese catalog is package data: a Chinese twin's setup_notebook(lang="zh")
+        # finds it in a pip install from git; the English chapter stays English
+        assert info["zh"] == "计算中……" and info["lang"] == "en", info
         shipped = sorted(p.name for p in (REPO / "attn_edu" / "data" / "bench").rglob("*.json"))
         assert info["data"] == shipped and shipped, f"data files missing from the install: {info['data']}"
         # every shipped file is read back as a benchmark document of its kind

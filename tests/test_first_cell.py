@@ -33,6 +33,19 @@ def test_every_chapter_has_the_same_first_cell():
     assert f'SOURCE = "attn_edu @ git+{REPO_URL}"' in cell  # the one line scripts/set_repo_url.py rewrites
 
 
+def test_the_chinese_twins_first_cell_is_the_english_one_in_chinese():
+    """notebooks/zh/NN: the same first cell, but for setup_notebook(lang="zh") (the twins' one
+    code difference, scripts/zh.py's zh_code), so Jupyter and Colab show the package's words
+    in Chinese; the English chapters choose nothing (English, the default)."""
+    (english,) = {first_cell(p) for p in NOTEBOOKS}
+    assert english.count("attn_edu.setup_notebook()") == 1 and "lang=" not in english
+    twins = sorted((REPO / "notebooks" / "zh").glob("*.ipynb"))
+    assert [p.name for p in twins] == [p.name for p in NOTEBOOKS]
+    want = english.replace("attn_edu.setup_notebook()", 'attn_edu.setup_notebook(lang="zh")')
+    for path in twins:
+        assert first_cell(path) == want, f"{path.name}: python scripts/zh.py sync {path.name[:2]}"
+
+
 def test_a_failed_install_says_what_it_tried_and_how_to_point_it_elsewhere(tmp_path):
     """A runtime where pip fails (here: a venv without pip, and no attn_edu): the cell stops
     with one line naming the URL and what to change -- not pip's traceback alone."""

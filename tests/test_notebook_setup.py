@@ -96,3 +96,25 @@ def test_on_colab_figures_load_plotly_js_from_plotlys_cdn_and_wait_for_it(monkey
     assert not re.search(r"<script[^>]*\bsrc=", html), "no <script src> racing an inline script"
     monkeypatch.delitem(sys.modules, "google.colab")
     assert notebook._register_plotly_renderer() == notebook.BOOK_RENDERER
+
+
+def test_setup_notebook_chooses_the_readers_language_and_refuses_one_it_lacks():
+    """lang="zh" (the Chinese twins' first cell) makes the package's words Chinese; the default
+    (the English chapters) is English; a language without a catalog is a ValueError naming lang,
+    raised before anything is set up."""
+    import attn_edu
+    from attn_edu import i18n
+    from attn_edu.widgets import live_note
+
+    try:
+        assert attn_edu.setup_notebook(plotly=False, lang="zh") in ("cpu", "cuda")
+        assert i18n.current_language() == "zh" and live_note("T = 1").startswith("<strong>交互式探索器。")
+        with pytest.raises(ValueError, match=r"lang must be one of \['en', 'zh'\]; got 'de'"):
+            attn_edu.setup_notebook(plotly=False, lang="de")
+        assert i18n.current_language() == "zh"  # refused: nothing changed
+        attn_edu.setup_notebook(plotly=False)
+        assert i18n.current_language() == "en"
+        assert live_note("T = 1") == ("<strong>Live explorer.</strong> In Jupyter or Colab this figure "
+                                      "recomputes as you move its controls; here it is shown for T = 1.")
+    finally:
+        i18n.set_language("en")

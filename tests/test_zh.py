@@ -252,6 +252,42 @@ def test_words_in_text_may_be_translated_and_the_rest_of_a_formula_may_not():
         assert any("math differ" in p for p in zh.markdown_keeps(en, broken)), broken
 
 
+def test_the_first_cells_setup_call_is_the_twins_one_code_difference(pair):
+    """The Chinese twin's first cell is the English one with setup_notebook(lang="zh"): a twin
+    that kept the English call, or that differs anywhere else in that cell, is named; and the
+    Chinese build takes the English outputs for it (with_outputs) under the same rule."""
+    en, twin = pair
+    first = zh.first_code_id(json.loads(en.read_text()))
+    nb = json.loads(twin.read_text())
+    cell = next(c for c in nb["cells"] if c["id"] == first)
+    assert zh.source(cell).count(zh.ZH_SETUP_CALL) == 1 and zh.EN_SETUP_CALL not in zh.source(cell)
+    executed = json.loads(en.read_text())
+    for c in executed["cells"]:
+        if c["cell_type"] == "code":
+            c["outputs"] = [{"output_type": "stream", "name": "stdout", "text": [f"ran {c['id']}\n"]}]
+    shown = zh.with_outputs(nb, executed, en.name)
+    assert next(c for c in shown["cells"] if c["id"] == first)["outputs"][0]["text"] == [f"ran {first}\n"]
+
+    def english_call(cells):
+        c = next(c for c in cells if c["id"] == first)
+        c["source"] = zh.source(c).replace(zh.ZH_SETUP_CALL, zh.EN_SETUP_CALL)
+    _edit(twin, english_call)
+    (problem,) = zh.check_chapter(en)
+    assert f"cell {first}: code differs" in problem and zh.ZH_SETUP_CALL in problem
+    with pytest.raises(SystemExit, match="differs from the English"):
+        zh.with_outputs(json.loads(twin.read_text()), executed, en.name)
+    assert zh.sync(en.name[:2]) == [f"code {first} copied"] and zh.check_chapter(en) == []
+
+    def other_change(cells):  # the rule allows the one call, nothing else in that cell
+        c = next(c for c in cells if c["id"] == first)
+        c["source"] = zh.source(c).replace("import attn_edu\n", "import attn_edu as attn_edu\n")
+    _edit(twin, other_change)
+    assert any(f"cell {first}: code differs" in p for p in zh.check_chapter(en))
+    with pytest.raises(ValueError, match="exactly once"):
+        zh.zh_code("import attn_edu\n", first=True)
+    assert zh.zh_code("x = attn_edu.setup_notebook()\n", first=False) == "x = attn_edu.setup_notebook()\n"
+
+
 def test_a_solutions_code_changed_in_the_translation_is_named():
     """Fenced code in a markdown cell (a worked solution) is code: kept byte for byte (three
     chapters' first translations repeated one solution's code in place of the others)."""

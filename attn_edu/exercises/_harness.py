@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, Sequence
 
 import numpy as np
 
+from ..i18n import gettext as _
 from ..testing import to_numpy
 
 __all__ = ["Case", "Result", "CHECKERS", "checker", "run_cases", "compare_arrays", "compare_parts",
@@ -131,34 +132,36 @@ def compare_arrays(got: Any, expected: Any, atol: float = 1e-8, rtol: float = 1e
     """None when ``got`` equals ``expected`` (same shape, NaN in the same places, values
     within ``atol + rtol * |expected|``); otherwise a sentence saying what differs."""
     if got is None:
-        return "your function returned None (did you forget `return`?)"
+        return _("your function returned None (did you forget `return`?)")
     try:
         g = to_numpy(got)
     except Exception:  # noqa: BLE001 - anything that is not array-like
-        return f"expected an array, got {type(got).__name__}"
+        return _("expected an array, got {type}").format(type=type(got).__name__)
     e = np.asarray(to_numpy(expected))
     if g.shape != e.shape:
-        return f"expected shape {e.shape}, got shape {g.shape}"
+        return _("expected shape {want}, got shape {got}").format(want=e.shape, got=g.shape)
     nan_g, nan_e = np.isnan(g), np.isnan(e)
     if (nan_g & ~nan_e).any():
         idx = _first_bad(nan_g & ~nan_e)
-        return f"got NaN at index {idx}, expected {e[idx]:.6g}"
+        return _("got NaN at index {idx}, expected {want}").format(idx=idx, want=f"{e[idx]:.6g}")
     if (nan_e & ~nan_g).any():
         idx = _first_bad(nan_e & ~nan_g)
-        return f"expected NaN at index {idx} (NaN in the input must propagate), got {g[idx]:.6g}"
+        return _("expected NaN at index {idx} (NaN in the input must propagate), got {got}").format(
+            idx=idx, got=f"{g[idx]:.6g}")
     ok = ~nan_e
     inf_mismatch = ok & (np.isinf(g) | np.isinf(e)) & (g != e)
     if inf_mismatch.any():
         idx = _first_bad(inf_mismatch)
-        return f"at index {idx} expected {e[idx]:.6g}, got {g[idx]:.6g}"
+        return _("at index {idx} expected {want}, got {got}").format(idx=idx, want=f"{e[idx]:.6g}",
+                                                                     got=f"{g[idx]:.6g}")
     finite = ok & np.isfinite(e)
     with np.errstate(invalid="ignore"):  # inf - inf where both are -inf (compared above)
         err = np.where(finite, np.abs(g - e), 0.0)
     bad = err > atol + rtol * np.abs(np.where(finite, e, 0.0))
     if bad.any():
         idx = _first_bad(bad)
-        return (f"at index {idx} expected {e[idx]:.6g}, got {g[idx]:.6g} "
-                f"(largest difference {float(err.max()):.3g})")
+        return _("at index {idx} expected {want}, got {got} (largest difference {diff})").format(
+            idx=idx, want=f"{e[idx]:.6g}", got=f"{g[idx]:.6g}", diff=f"{float(err.max()):.3g}")
     return None
 
 
@@ -169,8 +172,9 @@ def compare_parts(got: Any, parts: Dict[str, Any], atol: float, rtol: float,
     sentence naming the part that differs (or saying the tuple has the wrong length)."""
     names = tuple(parts)
     if not isinstance(got, (tuple, list)) or len(got) != len(names):
-        kind = "a pair" if len(names) == 2 else "a tuple"
-        return f"expected {kind} ({', '.join(names)}), got {describe(got)}"
+        text = (_("expected a pair ({names}), got {got}") if len(names) == 2
+                else _("expected a tuple ({names}), got {got}"))
+        return text.format(names=", ".join(names), got=describe(got))
     for name, value, want in zip(names, got, parts.values()):
         complaint = _dtype_complaint(value, dtype) or compare_arrays(value, want, atol, rtol)
         if complaint:
@@ -188,7 +192,7 @@ def _dtype_complaint(got: Any, want: Optional[str]) -> Optional[str]:
     if want is None:
         return None
     seen = str(getattr(got, "dtype", type(got).__name__)).replace("torch.", "")
-    return None if seen == want else f"expected dtype {want} (the input's), got {seen}"
+    return None if seen == want else _("expected dtype {want} (the input's), got {got}").format(want=want, got=seen)
 
 
 def run_cases(name: str, fn: Callable, cases: Iterable[Case]) -> Result:
@@ -201,17 +205,19 @@ def run_cases(name: str, fn: Callable, cases: Iterable[Case]) -> Result:
             got = _call(fn, case)
         except NotImplementedError:
             return Result(name, False, i, total, case.name,
-                          f"✗ {name}: `{fn_name}` is not written yet (it raised NotImplementedError). "
-                          f"Fill in its body and run the check again.")
+                          _("✗ {name}: `{fn}` is not written yet (it raised NotImplementedError). "
+                            "Fill in its body and run the check again.").format(name=name, fn=fn_name))
         except Exception as err:  # noqa: BLE001 - the reader's bug, reported not raised
             where = traceback.extract_tb(err.__traceback__)[-1]
             return Result(name, False, i, total, case.name,
-                          f"✗ {name}: case {i}/{total} ({case.name}) raised "
-                          f"{type(err).__name__}: {err}\n"
-                          f"   input: {case.input_text()}\n"
-                          f"   (line {where.lineno}: `{(where.line or '').strip()}`)")
+                          _("✗ {name}: case {i}/{total} ({case}) raised {error}\n"
+                            "   input: {input}\n"
+                            "   (line {line}: `{code}`)").format(
+                              name=name, i=i, total=total, case=case.name,
+                              error=f"{type(err).__name__}: {err}", input=case.input_text(),
+                              line=where.lineno, code=(where.line or "").strip()))
         if got is None:
-            complaint = "your function returned None (did you forget `return`?)"
+            complaint = _("your function returned None (did you forget `return`?)")
         else:
             complaint = _dtype_complaint(got, case.dtype)
         if complaint:
@@ -222,7 +228,8 @@ def run_cases(name: str, fn: Callable, cases: Iterable[Case]) -> Result:
             complaint = compare_arrays(got, case.expected, case.atol, case.rtol)
         if complaint:
             return Result(name, False, i, total, case.name,
-                          f"✗ {name}: case {i}/{total} ({case.name}) failed: {complaint}\n"
-                          f"   input: {case.input_text()}")
+                          _("✗ {name}: case {i}/{total} ({case}) failed: {complaint}\n"
+                            "   input: {input}").format(name=name, i=i, total=total, case=case.name,
+                                                        complaint=complaint, input=case.input_text()))
     return Result(name, True, total, total, None,
-                  f"✓ {name}: all {total} hidden cases passed.")
+                  _("✓ {name}: all {total} hidden cases passed.").format(name=name, total=total))

@@ -7,6 +7,7 @@ from typing import List, Optional
 import numpy as np
 
 from ..scaling import dot_product_moments as _gold_moments
+from ..i18n import gettext as _
 from ._harness import Case, checker, describe
 
 __all__ = ["check_dot_product_moments"]
@@ -63,10 +64,11 @@ def _judge(mean: float, var: float):
         try:
             g_mean, g_var = (float(x) for x in got)
         except (TypeError, ValueError):
-            return f"expected a pair (mean, variance), got {describe(got)}"
-        for what, g, e in (("mean", g_mean, mean), ("variance", g_var, var)):
+            return _("expected a pair (mean, variance), got {got}").format(got=describe(got))
+        for what, g, e in ((_("the mean should be {want}, got {got}"), g_mean, mean),
+                           (_("the variance should be {want}, got {got}"), g_var, var)):
             if not abs(g - e) <= 1e-9 * max(1.0, abs(e)):
-                return f"the {what} should be {e:.6g}, got {g:.6g}"
+                return what.format(want=f"{e:.6g}", got=f"{g:.6g}")
         return None
 
     return judge

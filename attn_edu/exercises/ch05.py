@@ -7,6 +7,7 @@ from typing import Callable, List, Optional
 import numpy as np
 
 from ..masks import causal_mask
+from ..i18n import gettext as _
 from ._harness import Case, checker
 
 __all__ = ["check_bottom_right_mask"]
@@ -19,18 +20,19 @@ def _mask_complaint(got, expected: np.ndarray) -> Optional[str]:
         is_torch = type(got).__module__.split(".")[0] == "torch"
         g = got.detach().cpu().numpy() if is_torch else np.asarray(got)
     except Exception:  # noqa: BLE001 - anything that is not array-like
-        return f"expected a boolean array, got {type(got).__name__}"
+        return _("expected a boolean array, got {type}").format(type=type(got).__name__)
     e = np.asarray(expected)
     if g.shape != e.shape:
-        return f"expected shape {e.shape} (L_q, L_k), got shape {g.shape}"
+        return _("expected shape {want} (L_q, L_k), got shape {got}").format(want=e.shape, got=g.shape)
     if g.dtype != np.bool_:
-        return f"expected a boolean array (True = may attend), got dtype {g.dtype}"
+        return _("expected a boolean array (True = may attend), got dtype {dtype}").format(dtype=g.dtype)
     bad = np.argwhere(g != e)
     if len(bad):
         i, j = (int(t) for t in bad[0])
-        want = "True (may attend)" if e[i, j] else "False (masked)"
-        return (f"query {i}, key {j} should be {want}; {len(bad)} of {e.size} entries differ\n"
-                f"   expected:\n{e.astype(int)}\n   got:\n{g.astype(int)}")
+        want = _("True (may attend)") if e[i, j] else _("False (masked)")
+        return _("query {i}, key {j} should be {want}; {n} of {size} entries differ\n"
+                 "   expected:\n{expected}\n   got:\n{got}").format(
+            i=i, j=j, want=want, n=len(bad), size=e.size, expected=e.astype(int), got=g.astype(int))
     return None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable, List, Optional
 
 from ..multihead import mha_flops
+from ..i18n import gettext as _
 from ._harness import Case, checker
 
 __all__ = ["check_attention_flops"]
@@ -15,13 +16,14 @@ def _judge(expected: int) -> Callable:
         try:
             value = int(got)
         except (TypeError, ValueError):
-            return f"expected a whole number of FLOPs, got {type(got).__name__} {got!r}"
+            return _("expected a whole number of FLOPs, got {got}").format(got=f"{type(got).__name__} {got!r}")
         if value != got:
-            return f"expected a whole number of FLOPs, got {got!r}"
+            return _("expected a whole number of FLOPs, got {got}").format(got=repr(got))
         if value == expected:
             return None
         ratio = value / expected
-        return f"expected {expected:,} FLOPs, got {value:,} ({ratio:.3g} times the right count)"
+        return _("expected {want} FLOPs, got {got} ({ratio} times the right count)").format(
+            want=f"{expected:,}", got=f"{value:,}", ratio=f"{ratio:.3g}")
 
     return judge
 

@@ -6,6 +6,7 @@ from typing import Any, List, Optional
 import numpy as np
 
 from ..masks import causal_offset
+from ..i18n import gettext as _
 from ._harness import Case, checker, describe
 
 
@@ -20,14 +21,14 @@ def _judge(expected: np.ndarray):
     def judge(got: Any) -> Optional[str]:
         g = np.asarray(got)
         if g.shape != expected.shape:
-            return f"expected shape {expected.shape}, got {describe(got)}"
+            return _("expected shape {want}, got {got}").format(want=expected.shape, got=describe(got))
         if g.dtype != bool:
-            return f"expected a boolean mask (True = may attend), got dtype {g.dtype}"
+            return _("expected a boolean mask (True = may attend), got dtype {dtype}").format(dtype=g.dtype)
         bad = np.argwhere(g != expected)
         if len(bad):
             i, j = (int(x) for x in bad[0])
-            return (f"entry (query {i}, key {j}) should be {bool(expected[i, j])}, got {bool(g[i, j])} "
-                    f"({len(bad)} wrong entries in all)")
+            return _("entry (query {i}, key {j}) should be {want}, got {got} ({n} wrong entries in all)").format(
+                i=i, j=j, want=bool(expected[i, j]), got=bool(g[i, j]), n=len(bad))
         return None
 
     return judge

@@ -6,6 +6,7 @@ from typing import List
 import numpy as np
 
 from ..decoding import merge_partials
+from ..i18n import gettext as _
 from ._harness import Case, checker
 
 __all__ = ["check_merge_partials", "check_page_slot"]
@@ -74,9 +75,9 @@ def _slot_judge(want):
         try:
             page, offset = (int(x) for x in got)
         except (TypeError, ValueError):
-            return f"expected a pair (page, offset), got {got!r}"
+            return _("expected a pair (page, offset), got {got}").format(got=repr(got))
         if (page, offset) != want:
-            return f"expected (page, offset) = {want}, got {(page, offset)}"
+            return _("expected (page, offset) = {want}, got {got}").format(want=want, got=(page, offset))
         return None
 
     return judge

@@ -126,15 +126,26 @@ def _trace_types(fig: dict) -> set:
     return {t.get("type", "scatter") for t in traces if isinstance(t, dict)}
 
 
-def _figure_alt(js: str) -> tuple[str, set]:
-    """The text alternative and trace types of the figure an inline script draws."""
+def _figure_alt(js: str, lang: str = "en") -> tuple[str, set]:
+    """The text alternative (in ``lang``, the edition's) and trace types of the figure an
+    inline script draws."""
     from attn_edu.alt_text import plotly_alt_text  # noqa: PLC0415
+    from attn_edu.i18n import language, translate  # noqa: PLC0415
 
     m = _FIG_JSON_RE.search(js)
     if not m:
-        return "Interactive figure.", set()
+        return translate("Interactive figure.", lang), set()
     fig = json.loads(m.group("json"))
-    return plotly_alt_text(fig), _trace_types(fig)
+    with language(lang):
+        return plotly_alt_text(fig), _trace_types(fig)
+
+
+def _alt_title(alt: str, lang: str) -> str:
+    """A figure's title, from its text alternative (its first sentence, less the prefix)."""
+    from attn_edu.i18n import translate  # noqa: PLC0415
+
+    prefix = translate("Interactive figure: {title}.", lang).split("{title}")[0]
+    return re.split(r"\.(?:\s|$)|。", alt)[0].removeprefix(prefix)
 
 
 #: where a figure's data goes, relative to the output folder (one small script per figure)
@@ -151,12 +162,13 @@ def figure_data_script(div_id: str, fig_json: str, config_json: str) -> str:
             f'{{"fig":{fig_json},"config":{config_json}}};\n')
 
 
-def defer_figures(body: str, pagename: str, outdir: Path | None = None) -> tuple[str, int]:
+def defer_figures(body: str, pagename: str, outdir: Path | None = None, lang: str = "en") -> tuple[str, int]:
     """Turn every plotly figure's inline script into one that figures.js runs on demand.
 
     With ``outdir``, a figure's data (its JSON, up to a few hundred KB on a chapter page)
     leaves the page for ``FIGURE_DATA_DIR/<div id>.js``, which figures.js loads with the
-    figure: the page a phone downloads first is smaller by all of its figures."""
+    figure: the page a phone downloads first is smaller by all of its figures. ``lang``: the
+    language of the text alternatives (:func:`edition_language`)."""
     count = 0
     depth = pagename.count("/")
 
@@ -164,13 +176,13 @@ def defer_figures(body: str, pagename: str, outdir: Path | None = None) -> tuple
         nonlocal count
         count += 1
         js = m.group("js")
-        alt, types = _figure_alt(js)
+        alt, types = _figure_alt(js, lang)
         outside = sorted(types - BUNDLE_TRACE_TYPES)
         if outside:
             logger.warning("[attn_edu_book] %s: a plotly figure uses trace types %s, which the "
                            "partial plotly.js bundle lacks (book/_static/plotly/README.md)",
                            pagename, outside)
-        title = re.split(r"\.(?:\s|$)", alt)[0].removeprefix("Interactive figure: ")
+        title = _alt_title(alt, lang)
         div_id = m.group("id")
         fig, config = _FIG_JSON_RE.search(js), _FIG_CONFIG_RE.search(js)
         inline, src = js, ""
@@ -186,6 +198,28 @@ def defer_figures(body: str, pagename: str, outdir: Path | None = None) -> tuple
                 f'{inline}</script>')
 
     return _FIGURE_RE.sub(swap, body), count
+
+
+def edition_language(app: Sphinx) -> str:
+    """The language of the edition being built (``attn_edu_edition``, which book/_ext/
+    attn_edu_i18n.py defines: ``"zh"`` in the Chinese build, _build/zh-src), as a language
+    of :data:`attn_edu.i18n.LANGUAGES`."""
+    return getattr(app.config, "attn_edu_edition", None) or "en"
+
+
+def localize_live_notes(body: str, lang: str) -> str:
+    """The explorers' stand-in notes, which the English execution wrote, in ``lang``
+    (:func:`attn_edu.widgets.localize_live_notes`; the Chinese pages carry English outputs)."""
+    from attn_edu.widgets import localize_live_notes as localize  # noqa: PLC0415
+
+    return localize(body, lang)
+
+
+def colab_link(url: str, lang: str) -> str:
+    """The sentence in an explorer note's Colab slot, in ``lang`` (:func:`attn_edu.widgets.colab_link`)."""
+    from attn_edu.widgets import colab_link as link  # noqa: PLC0415
+
+    return link(url, lang)
 
 
 def colab_url(app: Sphinx, pagename: str) -> str | None:

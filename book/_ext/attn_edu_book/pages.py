@@ -28,12 +28,12 @@ def page_context(
     if app.builder is None or app.builder.format != "html":
         return
     body = context.get("body") or ""
-    body, n_figures = figures.defer_figures(body, pagename, app.outdir)
+    lang = figures.edition_language(app)  # the Chinese edition's words are Chinese (attn_edu.i18n)
+    body, n_figures = figures.defer_figures(body, pagename, app.outdir, lang)
+    body = figures.localize_live_notes(body, lang)
     if figures.COLAB_SLOT in body:
         url = figures.colab_url(app, pagename)
-        link = (f'<a href="{html.escape(url)}">Open this chapter in Colab</a> to move them.'
-                if url else "")
-        body = body.replace(figures.COLAB_SLOT, link)
+        body = body.replace(figures.COLAB_SLOT, figures.colab_link(url, lang) if url else "")
     # valid lists: the bibliography (sphinxcontrib-bibtex) writes role="list" around entries
     # with role="doc-biblioentry", which is not a list item
     body = body.replace('role="doc-biblioentry"', 'role="listitem"')
