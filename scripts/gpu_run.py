@@ -35,7 +35,7 @@ second command where the first one stopped):
     committed, so on another GPU they add a second device, not a missing number.
 
 Each step writes its schema'd JSON document (``attn_edu.bench/1``; the kinds ``run``,
-``chapters`` and ``gpu_tests`` are validated against scripts/gpu_run.schema.json with
+``chapters`` and ``gpu_tests`` are validated against attn_edu/data/schema/bench.schema.json with
 jsonschema) the moment it finishes, its output in ``DIR/run/logs/STEP.log``, and one line
 in ``DIR/run/run_GPU.json`` (read back and merged by a later ``--from`` command). It prints
 one summary line per step, and all of them again at the end. The exit code is 1 when a
@@ -68,7 +68,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = "attn_edu.bench/1"
-SCHEMA_FILE = REPO / "scripts" / "gpu_run.schema.json"
+SCHEMA_FILE = REPO / "attn_edu" / "data" / "schema" / "bench.schema.json"  # every kind, one schema
 #: Colab's notebook stack as wheels (scripts/colab_wheels.py), installed when present
 WHEELS = REPO / ".colab-wheels"
 DEFAULT_DEADLINE_S = 540
@@ -445,7 +445,8 @@ def write_artifact(path: Path, notebooks: Dict[str, Any], cap: int = ARTIFACT_CA
 # documents
 
 def validate(doc: Dict[str, Any]) -> None:
-    """Raise jsonschema's ValidationError when ``doc`` breaks scripts/gpu_run.schema.json."""
+    """Raise jsonschema's ValidationError when ``doc`` breaks the documents' one schema,
+    attn_edu/data/schema/bench.schema.json (``python -m attn_edu.bench validate`` checks it too)."""
     import jsonschema
 
     schema = json.loads(SCHEMA_FILE.read_text())

@@ -29,10 +29,10 @@ __all__ = ["SCHEMA", "KINDS", "DATA_DIR", "FLOP_FORMULA", "run_one", "run_sweep"
 
 #: The ``schema`` field of every benchmark document.
 SCHEMA = "attn_edu.bench/1"
-#: What a document holds, its ``"kind"`` field (a document without one is a sweep); the last
-#: six are the measurements of ``--measure NAME`` (``attn_edu.bench.measure.MEASURES``).
+#: What a document holds, its ``"kind"`` field (a document without one is a sweep); the six
+#: before ``correctness`` are the measurements of ``--measure NAME`` (``attn_edu.bench.measure.MEASURES``).
 KINDS = ("sweep", "goals", "block_sparse", "decode", "backward", "forward_cudnn", "causal_d128", "host_time",
-         "decode_graph", "memory")
+         "decode_graph", "memory", "correctness")
 #: Where the recorded sweeps live (package data, plotted by chapters 08, 10 and 11); the
 #: environment variable ``ATTN_EDU_BENCH_DATA`` points the chapters at another folder
 #: (e.g. the output of ``bash scripts/gpu-bench.sh --dry-run DIR``).
@@ -267,7 +267,8 @@ def _check_document(doc: Any, path: Path) -> Dict[str, Any]:
     kind = doc.setdefault("kind", "decode" if doc.get("sweep") == "decode" else "sweep")
     if kind not in KINDS:
         raise ValueError(f"{path}: unknown kind {kind!r}; known: {', '.join(KINDS)}")
-    need = {"goals": ("goals",), "block_sparse": ("device", "config", "rows")}.get(
+    need = {"goals": ("goals",), "block_sparse": ("device", "config", "rows"),
+            "correctness": ("device", "results", "passed")}.get(
         kind, ("device", "config", "results"))  # a sweep, a decode sweep, a measurement
     missing = [k for k in need if k not in doc]
     if missing:
