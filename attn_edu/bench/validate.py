@@ -33,7 +33,7 @@ __all__ = ["SCHEMA_FILE", "GRANDFATHERED_DIRTY", "Problem", "validate_document",
 
 #: The JSON Schema of every ``attn_edu.bench/1`` document kind (package data).
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "data" / "schema" / "bench.schema.json"
-#: Commits whose documents may say ``git_dirty: true``: the maintainers' recordings made
+#: Commits whose documents may say ``git_dirty: true``, the maintainers' recordings made
 #: before submissions were validated (commit -> what was recorded from it). Add nothing here.
 GRANDFATHERED_DIRTY: Dict[str, str] = {
     "c2ef7af9d02510a7cf9faa63ddbd8d55aeaad730":

@@ -90,8 +90,8 @@ GPU_TABLE: Dict[str, GPUSpec] = {g.name: g for g in (
 )}
 del _G
 
-#: The GPUs chapter 13's roofline draws: H100 SXM5 and A100 SXM4 80 GB, bfloat16 dense
-#: tensor-core peak; T4: float16 mixed precision (it has no bfloat16). Entries of :data:`GPU_TABLE`.
+#: The GPUs chapter 13's roofline draws, entries of :data:`GPU_TABLE`. H100 SXM5 and A100
+#: SXM4 80 GB, bfloat16 dense tensor-core peak; T4, float16 mixed precision (no bfloat16).
 GPUS: Dict[str, GPUSpec] = {k: GPU_TABLE[k] for k in ("H100 SXM", "A100 SXM 80GB", "T4")}
 
 
