@@ -28,14 +28,14 @@ TEXT = {
            "`python -m attn_edu.bench validate` against the schema and the GPU's datasheet, not "
            "re-measured by us). TFLOP/s count the matmul FLOPs, 4n²d per head, half of that when causal; the "
            "share of peak is against the GPU's dense 16-bit tensor-core peak. Submit yours: "
-           "`bash scripts/gpu-bench.sh --submission` (CONTRIBUTING.md, \"Submit your GPU's numbers\").\n\n"
+           "`bash scripts/gpu-bench.sh --submission` (`CONTRIBUTING.md`, \"Submit your GPU's numbers\").\n\n"
            "Runs: {n_runs}; GPUs: {n_gpus}.\n\n"),
     "zh": ("# 各 GPU 上的结果 / Results by GPU\n\n"
            "本书见过的每块 GPU 上注意力前向的吞吐：维护者的测量（“{maintainers}”）和读者提交的测量"
            "（“{submitted}”：由 `python -m attn_edu.bench validate` 按模式和该 GPU 的数据手册检查过，"
            "我们没有重新测量）。TFLOP/s 只计矩阵乘法的 FLOPs，每头 4n²d，因果时减半；峰值占比相对于该 GPU "
            "的稠密 16 位张量核心峰值。提交你的结果：`bash scripts/gpu-bench.sh --submission`"
-           "（见 CONTRIBUTING.md 的 “Submit your GPU's numbers”）。\n\n"
+           "（见 `CONTRIBUTING.md` 的 “Submit your GPU's numbers”）。\n\n"
            "共 {n_runs} 次运行，{n_gpus} 块 GPU。\n\n"),
 }
 
