@@ -206,9 +206,3 @@ def validate_main(argv: Sequence[str], stream=None) -> int:
     print(f"{len(argv)} path(s): {'OK' if not fatal else f'{fatal} problem(s)'}"
           + (f", {len(problems) - fatal} note(s)" if len(problems) > fatal else ""), file=stream)
     return int(bool(fatal))
-
-
-def problems_text(problems: Sequence[Problem]) -> Optional[str]:
-    """The fatal problems as lines, or None when there are none."""
-    fatal = [str(p) for p in problems if p.fatal]
-    return "\n".join(fatal) if fatal else None
