@@ -54,6 +54,9 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 unset MPLBACKEND
 
 start=$(date +%s)
+# the "Results by GPU" page, both editions, from the recorded runs and every submitted folder
+echo "==> python scripts/results_page.py"
+"$VENV/bin/python" scripts/results_page.py
 # every chapter executed once, on every core, into the build's cache (a chapter whose code and
 # package did not change since the last build is not run again)
 echo "==> python scripts/execute_chapters.py"

@@ -6,6 +6,7 @@ One command for a machine with a CUDA GPU (the one we measure on, or a reader's)
     bash scripts/gpu-bench.sh [--deadline S] [--from STEP] [--only STEP ...] [--out DIR]
     bash scripts/gpu-bench.sh --dry-run DIR       # every step on the CPU, tiny sizes
     bash scripts/gpu-bench.sh --list              # the steps, in order
+    bash scripts/gpu-bench.sh --submission        # a reader's run, as one folder for a pull request
 
 The steps, most-needed first (a deadline cuts from the end; ``--from STEP`` starts a
 second command where the first one stopped):
@@ -38,7 +39,7 @@ second command where the first one stopped):
     committed, so on another GPU they add a second device, not a missing number.
 
 Each step writes its schema'd JSON document (``attn_edu.bench/1``; the kinds ``run``,
-``chapters`` and ``gpu_tests`` are validated against scripts/gpu_run.schema.json with
+``chapters`` and ``gpu_tests`` are validated against attn_edu/data/schema/bench.schema.json with
 jsonschema) the moment it finishes, its output in ``DIR/run/logs/STEP.log``, and one line
 in ``DIR/run/run_GPU.json`` (read back and merged by a later ``--from`` command). It prints
 one summary line per step, and all of them again at the end. The exit code is 1 when a
@@ -71,7 +72,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = "attn_edu.bench/1"
-SCHEMA_FILE = REPO / "scripts" / "gpu_run.schema.json"
+SUBMISSIONS = REPO / "attn_edu" / "data" / "submissions"
+SCHEMA_FILE = REPO / "attn_edu" / "data" / "schema" / "bench.schema.json"  # every kind, one schema
 #: Colab's notebook stack as wheels (scripts/colab_wheels.py), installed when present
 WHEELS = REPO / ".colab-wheels"
 DEFAULT_DEADLINE_S = 540
@@ -448,7 +450,8 @@ def write_artifact(path: Path, notebooks: Dict[str, Any], cap: int = ARTIFACT_CA
 # documents
 
 def validate(doc: Dict[str, Any]) -> None:
-    """Raise jsonschema's ValidationError when ``doc`` breaks scripts/gpu_run.schema.json."""
+    """Raise jsonschema's ValidationError when ``doc`` breaks the documents' one schema,
+    attn_edu/data/schema/bench.schema.json (``python -m attn_edu.bench validate`` checks it too)."""
     import jsonschema
 
     schema = json.loads(SCHEMA_FILE.read_text())
@@ -840,6 +843,7 @@ def steps(run: Run) -> List[Step]:
     decode_path = out / "decode" / f"decode_{gpu}.json"   # save_results makes the folder
     goals_path, sparse_path = out / f"goals_{gpu}.json", out / f"block_sparse_{gpu}.json"
     overlap_path = out / f"ring_overlap_{gpu}.json"
+    correct_path = out / f"correctness_{gpu}.json"   # saved: a submission's proof the kernels were right
     return [
         Step("chapters", "Run all: every chapter in Colab's notebook stack", lambda: _chapters_step(run, t4=False)),
         Step("t4", "the GPU-branch chapters under a T4's limits, and their T4 estimates",
@@ -850,7 +854,8 @@ def steps(run: Run) -> List[Step]:
                                  "--out", str(overlap_path)], [overlap_path])),
         Step("gpu-tests", 'pytest -m "triton or cuda"', lambda: _gpu_tests_step(run)),
         Step("correctness", "every kernel against float64, in the GPU's half type",
-             lambda: run.command("correctness", bench + ["--correctness", *dry_flag])),
+             lambda: run.command("correctness", bench + ["--correctness", *dry_flag, "--out", str(correct_path)],
+                                 [correct_path])),
         Step("sweep", f"every implementation at d = {ds[0]}, with peak memory", sweep("sweep", ds[0], ns, every)),
         Step("goals", "the goals, ratios measured side by side",
              lambda: run.command("goals", bench + goals + ["--out", str(goals_path)], [goals_path])),
@@ -945,9 +950,17 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--bundle", default=None, help="after every step, also pack the documents and logs into "
                    "BUNDLE/gpu-run.tgz and copy the executed notebooks' zips beside it (a few files, e.g. "
                    "for a lease's $OUT, which returns at most 8)")
+    p.add_argument("--submission", nargs="?", const=str(SUBMISSIONS), default=None, metavar="ROOT",
+                   help="a reader's run: write the documents to --out (default gpu-run-out/), then copy them "
+                        "into one new folder ROOT/<gpu>_<date>_<sha7>/ (default attn_edu/data/submissions), "
+                        "validated: the folder to open a pull request with")
+    p.add_argument("--measured-by", choices=["submitted", "maintainers"], default="submitted",
+                   help="who ran it, written into every document of --submission (default: submitted)")
     p.add_argument("--list", action="store_true", help="print the steps and exit")
     args = p.parse_args(list(argv))
     args.argv = list(argv)
+    if args.out is None and args.submission is not None:
+        args.out = str(REPO / "gpu-run-out")   # never over the maintainers' recorded documents
     if args.out is None:
         if args.dry_run and not args.list:
             p.error("--dry-run needs --out DIR (it must not write over the recorded documents)")
@@ -1009,7 +1022,33 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               + (f" --out {args.out}" if args.dry_run else ""))
     with open(run.out / "gpu-bench.log", "a") as f:
         f.write("\n".join(run.lines) + "\n")
+    if args.submission is not None:
+        bad |= not submit(run.out, Path(args.submission), args.measured_by)
     return 1 if bad else 0
+
+
+def submit(out: Path, root: Path, measured_by: str) -> bool:
+    """--submission: the run's documents as one folder under ``root``, validated; prints what
+    to do with it. False when it cannot be made or is not valid (it is kept, to be looked at)."""
+    sys.path.insert(0, str(REPO))
+    from attn_edu.bench.submission import make_submission
+    from attn_edu.bench.validate import validate_path
+
+    try:
+        folder = make_submission(out, root, measured_by=measured_by)
+    except ValueError as err:
+        print(f"==> no submission: {err}")
+        return False
+    problems = validate_path(folder)
+    for p in problems:
+        print(f"    {p}")
+    fatal = [p for p in problems if p.fatal]
+    shown = folder.relative_to(REPO) if REPO in folder.parents else folder
+    print(f"==> submission: {shown} ({'valid' if not fatal else f'{len(fatal)} problem(s), above'})")
+    if not fatal:
+        print("    send it: open a pull request adding that folder, or attach it zipped to an issue "
+              "(CONTRIBUTING.md, 'Submit your GPU's numbers')")
+    return not fatal
 
 
 #: (name, what) of every step, in order, without a machine (for --list and --from)

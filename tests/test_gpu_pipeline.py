@@ -107,11 +107,14 @@ def test_dry_run_legacy_sweeps_record_their_failures(dry_run_dir):
     assert "kernels against float64, float16" in (out / "run" / "logs" / "correctness.log").read_text()
     assert "FAIL" not in (out / "run" / "logs" / "correctness.log").read_text()
     names = sorted(p.name for p in out.glob("*.json"))
-    # the sweeps the chapters plot, and beside them one document per measurement (--measure NAME)
+    # the sweeps the chapters plot, one document per measurement (--measure NAME) and the
+    # correctness check's document (a submission's proof, attn_edu.bench.validate)
     assert names == sorted(["block_sparse_dry-run-cpu.json", "goals_dry-run-cpu.json",
                             "gpu_dry-run-cpu_d16.json", "gpu_dry-run-cpu_d16_causal.json",
-                            "gpu_dry-run-cpu_d32.json", "ring_overlap_dry-run-cpu.json",
+                            "gpu_dry-run-cpu_d32.json", "correctness_dry-run-cpu.json", "ring_overlap_dry-run-cpu.json",
                             *(f"{m}_dry-run-cpu.json" for m in bench.MEASURES)])
+    (check,) = bench.load_results(out, kind="correctness")
+    assert check["passed"] is True and len(check["results"]) == 7 and check["config"]["dtype"] == "float16"
     for doc in bench.load_results(out):
         assert doc["schema"] == bench.SCHEMA and doc["kind"] in bench.KINDS
         assert doc["dry_run"] is True and doc["device"]["kind"] == "cpu"

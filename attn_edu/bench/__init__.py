@@ -50,11 +50,15 @@ One module per part, all reachable from here (``attn_edu.bench.X``):
   the backward, the forward against cuDNN, causal at d = 128, host time, CUDA graphs, memory);
 * ``attn_edu.bench.published`` -- published GPU numbers (cited) and the roofline model;
 * ``attn_edu.bench.figures`` -- figures of recorded documents, labelled with the device;
+* ``attn_edu.bench.validate`` -- the schema and plausibility check of documents and submissions
+  (``python -m attn_edu.bench validate FILE_OR_FOLDER ...``);
+* ``attn_edu.bench.submission`` -- a run as one folder (``attn_edu/data/submissions/``), and reading them;
+* ``attn_edu.bench.results`` -- the "Results by GPU" page's table and figure, from every run;
 * ``attn_edu.bench.cli`` -- the command line.
 """
 from __future__ import annotations
 
-from . import block_sparse, check, cli, decode, env, figures, goals, measure, published, registry, sweep
+from . import block_sparse, check, cli, decode, env, figures, goals, measure, published, registry, results, submission, sweep, validate
 from .block_sparse import *  # noqa: F401,F403  (each module's __all__)
 from .check import *  # noqa: F401,F403
 from .decode import *  # noqa: F401,F403
@@ -66,10 +70,14 @@ from .measure import *  # noqa: F401,F403
 from .published import *  # noqa: F401,F403
 from .registry import *  # noqa: F401,F403
 from .sweep import *  # noqa: F401,F403
+from .results import *  # noqa: F401,F403
+from .submission import *  # noqa: F401,F403
+from .validate import *  # noqa: F401,F403
 
 __all__ = (registry.__all__ + env.__all__ + sweep.__all__ + goals.__all__
            + block_sparse.__all__ + check.__all__ + decode.__all__ + measure.__all__ + published.__all__
-           + figures.__all__
+           + figures.__all__ + validate.__all__ + submission.__all__
+           + results.__all__
            + cli.__all__)
 
 # Data is documented where the API page reads it, the package (functions and classes

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .env import gpu_half_dtype
 
-__all__ = ["gpu_correctness"]
+__all__ = ["gpu_correctness", "correctness_document"]
 
 
 def _case(name: str, dtype: str, check: Callable[[], float]) -> Dict[str, Any]:
@@ -24,6 +24,28 @@ def _case(name: str, dtype: str, check: Callable[[], float]) -> Dict[str, Any]:
     except Exception as err:  # a failed check is recorded, the others still run
         return {"case": name, "dtype": dtype, "passed": False,
                 "error": f"{type(err).__name__}: {str(err)[:300]}"}
+
+
+def _shape(dry_run: bool) -> Tuple[int, int, int, int]:
+    return (1, 2, 48, 16) if dry_run else (2, 4, 1000, 64)  # (B, H, L, d); L: not a multiple of any tile
+
+
+def correctness_document(records: List[Dict[str, Any]], dry_run: bool = False,
+                         command: Optional[str] = None) -> Dict[str, Any]:
+    """The ``correctness`` document of :func:`gpu_correctness`'s records (``--correctness
+    --out FILE``): the device, versions and commit, the shape and dtype, every case and
+    ``passed`` (all of them). A submission must carry one (:mod:`attn_edu.bench.validate`)."""
+    from .env import environment
+    from .sweep import SCHEMA
+
+    if not records or not all(isinstance(r, dict) and "passed" in r for r in records):
+        raise ValueError(f"records must be gpu_correctness's non-empty list of cases; got {records!r:.200}")
+    B, H, L, D = _shape(dry_run)
+    env = environment("cpu" if dry_run else "cuda")
+    return {"schema": SCHEMA, "kind": "correctness", "dry_run": bool(dry_run), **env, "command": command,
+            "config": {"batch": B, "heads": H, "n": L, "d": D, "dtype": records[0]["dtype"],
+                       "rule": "max|impl - float64| <= 2 max|naive - float64| + tiny (gradients 3x)"},
+            "results": records, "passed": all(r["passed"] is True for r in records)}
 
 
 def gpu_correctness(device: str = "cuda", dtype: Optional[str] = None, dry_run: bool = False,
@@ -45,7 +67,7 @@ def gpu_correctness(device: str = "cuda", dtype: Optional[str] = None, dry_run: 
     device = "cpu" if dry_run else device
     dtype = dtype or gpu_half_dtype(device)
     dt = getattr(torch, dtype)
-    B, H, L, D = (1, 2, 48, 16) if dry_run else (2, 4, 1000, 64)  # L: not a multiple of any tile
+    B, H, L, D = _shape(dry_run)
     gen = torch.Generator().manual_seed(0)
 
     def rand(*shape):

@@ -34,7 +34,7 @@ from typing import List, Optional, Sequence
 from ..gpu_profile import apply_profile, format_estimates
 from ..masks import DEFAULT_TILES
 from .block_sparse import bench_block_sparse
-from .check import gpu_correctness
+from .check import correctness_document, gpu_correctness
 from .env import cpu_threads, environment, gpu_half_dtype, set_cpu_threads
 from .goals import cuda_available, run_goals
 from .measure import MEASURES, run_measure
@@ -96,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--flex-block-k", type=int, default=128, help="FlexAttention's tile columns (--block-sparse)")
     p.add_argument("--correctness", action="store_true",
                    help="check every Triton kernel against float64 in the GPU's half type "
-                        "(--dtype overrides); exit 1 if one fails")
+                        "(--dtype overrides; --out FILE saves the correctness document); exit 1 if one fails")
     p.add_argument("--t4-estimates", action="store_true",
                    help="print each chapter GPU branch's FLOPs, bytes and estimated seconds on a T4 "
                         "under ATTN_EDU_GPU_PROFILE=t4 (attn_edu.gpu_profile.t4_estimates) and exit")
@@ -144,6 +144,10 @@ def _measure(args, ns: List[int], argv: Sequence[str]) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The command line; returns the exit code (1 when a point failed or a goal was missed)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["validate"]:  # python -m attn_edu.bench validate FILE_OR_FOLDER ...
+        from .validate import validate_main
+
+        return validate_main(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if args.t4_estimates:  # a model from datasheet figures, no GPU needed
@@ -172,7 +176,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.correctness:
         if not (args.dry_run or cuda_available()):
             parser.error("--correctness checks the kernels on a CUDA GPU (or --dry-run on the CPU)")
-        return gpu_correctness(dtype=args.dtype, dry_run=args.dry_run)[1]
+        records, code = gpu_correctness(dtype=args.dtype, dry_run=args.dry_run)
+        if args.out:  # the proof a submission carries: saved, not only printed
+            print(f"wrote {save_results(correctness_document(records, args.dry_run, _command(argv)), args.out)}")
+        return code
     if args.goals:
         goals, code = run_goals(n=args.goal_n, repeat=max(1, min(_given(args.repeat, 5), 5)),
                                 dry_run=args.dry_run)

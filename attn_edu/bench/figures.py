@@ -18,16 +18,42 @@ from .. import profiling
 from .published import GPU_SPECS, PUBLISHED, PUBLISHED_SWEEPS, roofline_tflops
 from .sweep import results_rows
 
-__all__ = ["document_label", "recorded_sweep_figure", "block_sparse_figure", "landscape_figure",
+__all__ = ["LABELS", "label", "document_label", "recorded_sweep_figure", "block_sparse_figure", "landscape_figure",
            "memory_model_figure"]
 
 
-def document_label(doc: Dict[str, Any]) -> str:
-    """``"<device> (GPU|CPU), <date>"``, with ``"DRY RUN on the CPU"`` for a dry-run document."""
+#: Every label a reader sees on a recorded document, in one place, per edition (``"en"``,
+#: ``"zh"``): who measured it (its ``measured_by``) and what a dry run is.
+LABELS: Dict[str, Dict[str, str]] = {
+    "maintainers": {"en": "measured by the maintainers", "zh": "维护者实测"},
+    "submitted": {"en": "submitted, not reproduced", "zh": "读者提交，未复现"},
+    "unstated": {"en": "who measured it not stated", "zh": "未注明测量者"},
+    "dry_run": {"en": "DRY RUN on the CPU, not GPU numbers: ", "zh": "CPU 上的演练，不是 GPU 数据："},
+    "GPU": {"en": "GPU", "zh": "GPU"},
+    "CPU": {"en": "CPU", "zh": "CPU"},
+    "device unknown": {"en": "device unknown", "zh": "设备未知"},
+}
+
+
+def label(key: str, lang: str = "en") -> str:
+    """One of :data:`LABELS` in ``lang`` ("en" or "zh")."""
+    if key not in LABELS:
+        raise ValueError(f"key must be one of {', '.join(LABELS)}; got {key!r}")
+    if lang not in ("en", "zh"):
+        raise ValueError(f"lang must be 'en' or 'zh'; got {lang!r}")
+    return LABELS[key][lang]
+
+
+def document_label(doc: Dict[str, Any], lang: str = "en") -> str:
+    """``"<device> (GPU|CPU), <date>, <who measured it>"``, with ``"DRY RUN on the CPU"`` for a
+    dry-run document; who: ``measured_by`` ("measured by the maintainers" or "submitted, not
+    reproduced", :data:`LABELS`). ``lang="zh"``: the Chinese edition's words."""
     dev = doc.get("device", {})
-    kind = {"cuda": "GPU", "cpu": "CPU"}.get(dev.get("kind"), "device unknown")
-    label = f"{dev.get('name', 'unknown device')} ({kind}), {str(doc.get('date', ''))[:10]}"
-    return ("DRY RUN on the CPU, not GPU numbers: " + label) if doc.get("dry_run") else label
+    kind = label({"cuda": "GPU", "cpu": "CPU"}.get(dev.get("kind"), "device unknown"), lang)
+    who = doc.get("measured_by")
+    who = label(who if who in ("maintainers", "submitted") else "unstated", lang)
+    text = f"{dev.get('name', 'unknown device')} ({kind}), {str(doc.get('date', ''))[:10]}, {who}"
+    return (label("dry_run", lang) + text) if doc.get("dry_run") else text
 
 
 def recorded_sweep_figure(doc: Dict[str, Any], note: str = ""):

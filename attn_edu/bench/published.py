@@ -12,32 +12,43 @@ attention (:func:`attn_edu.profiling.naive_hbm_bytes`) and an ideal tiled kernel
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from .. import profiling
-from ..decoding import GPUS, attainable_flops
+from ..decoding import GPU_TABLE, attainable_flops, match_gpu
 
-__all__ = ["GPU_SPECS", "PUBLISHED", "PUBLISHED_SWEEPS", "sweep_ratios", "roofline_tflops"]
+__all__ = ["GPU_SPECS", "gpu_spec", "PUBLISHED", "PUBLISHED_SWEEPS", "sweep_ratios", "roofline_tflops"]
 
-# The peaks and bandwidths have one home, chapter 13's roofline table
-# (attn_edu.decoding.GPUS); this adds what chapters 08 and 10 draw besides them.
-# Memory: the vendor's label in GB, and the total nvidia-smi reports in MiB (book/notation.md:
-# an "80 GB" H100 holds 81,559 MiB = 85.5e9 B = 79.6 GiB; an A100 80GB 81,920 MiB; a T4 15,360 MiB).
-_MEMORY_AND_FP32 = {"H100 SXM": ("H100 SXM", 80, 81_559, 67.0),
-                    "A100 SXM": ("A100 SXM 80GB", 80, 81_920, 19.5),
-                    "T4": ("T4", 16, 15_360, 8.1)}
+# The peaks, bandwidths, memory and device names have one home, attn_edu.decoding.GPU_TABLE;
+# these are the three GPUs chapters 08 and 10 draw (the A100 under a shorter name).
+_DRAWN = {"H100 SXM": "H100 SXM", "A100 SXM": "A100 SXM 80GB", "T4": "T4"}
+
+
+def _spec_dict(key: str) -> Dict[str, Any]:
+    g = GPU_TABLE[key]
+    # memory_bytes: what nvidia-smi reports where the table has it (book/notation.md), else the label
+    memory_bytes = g.memory_mib * 2**20 if g.memory_mib else int(g.memory_gb * 1e9)
+    return {"tflops": g.flops_16bit / 1e12, "tb_per_s": g.bandwidth / 1e12, "memory_gb": g.memory_gb,
+            "memory_bytes": memory_bytes, "fp32_tflops": g.fp32_flops / 1e12, "cite": g.source,
+            "name": g.name, "note": g.note}
+
 
 #: Vendor peak figures (published datasheets, ``cite`` = their references.bib key; dense), bf16/fp16
-#: tensor-core TFLOP/s and memory bandwidth in TB/s (from :data:`attn_edu.decoding.GPUS`), the
-#: memory's label in GB (``memory_gb``, the vendor's "80 GB": not a byte count) and its size in
-#: bytes (``memory_bytes``, the total ``nvidia-smi`` reports; book/notation.md), and float32 (FMA)
-#: TFLOP/s. The T4 has no bfloat16; its float16 tensor-core peak is 65 TFLOP/s.
-GPU_SPECS: Dict[str, Dict[str, Any]] = {
-    name: {"tflops": GPUS[key].flops_16bit / 1e12, "tb_per_s": GPUS[key].bandwidth / 1e12,
-           "memory_gb": memory_gb, "memory_bytes": memory_mib * 2**20, "fp32_tflops": fp32,
-           "cite": GPUS[key].source}
-    for name, (key, memory_gb, memory_mib, fp32) in _MEMORY_AND_FP32.items()
-}
+#: tensor-core TFLOP/s and memory bandwidth in TB/s, the memory's label in GB (``memory_gb``, the
+#: vendor's "80 GB": not a byte count) and its size in bytes (``memory_bytes``, the total
+#: ``nvidia-smi`` reports; book/notation.md) and float32 (FMA) TFLOP/s, of
+#: the GPUs chapters 08 and 10 draw (:data:`attn_edu.decoding.GPU_TABLE` has every GPU the book
+#: knows; :func:`gpu_spec` finds a device's). The T4 has no bfloat16; its float16 tensor-core peak is 65 TFLOP/s.
+GPU_SPECS: Dict[str, Dict[str, Any]] = {name: _spec_dict(key) for name, key in _DRAWN.items()}
+
+
+def gpu_spec(device_name: str) -> Optional[Dict[str, Any]]:
+    """The datasheet figures (as in :data:`GPU_SPECS`) of a device name such as
+    ``"NVIDIA H100 80GB HBM3"`` or ``"Tesla T4"`` (:func:`attn_edu.decoding.match_gpu`),
+    or None for a GPU the table does not know."""
+    key = match_gpu(device_name)
+    return None if key is None else _spec_dict(key)
+
 
 #: Attention forward throughput reported by the papers (published, not measured here).
 PUBLISHED: List[Dict[str, Any]] = [
@@ -105,7 +116,7 @@ def roofline_tflops(n: int, d: int, gpu: str, tiled: bool = True, itemsize: int 
     from on-chip memory and the L2 cache), so :math:`I = n / s` and it is compute-bound
     from a few hundred tokens on.
     """
-    peaks = GPUS[_MEMORY_AND_FP32[gpu][0]]
+    peaks = GPU_TABLE[_DRAWN.get(gpu, gpu)]
     flops = profiling.attention_flops(1, 1, n, n, d)
     moved = 4 * n * d * itemsize if tiled else profiling.naive_hbm_bytes(n, d, itemsize=itemsize)
     return attainable_flops(flops / moved, peaks) / 1e12  # chapter 13's roofline, in TFLOP/s

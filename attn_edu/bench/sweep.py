@@ -29,12 +29,13 @@ __all__ = ["SCHEMA", "KINDS", "DATA_DIR", "FLOP_FORMULA", "run_one", "run_sweep"
 
 #: The ``schema`` field of every benchmark document.
 SCHEMA = "attn_edu.bench/1"
-#: What a document holds, its ``"kind"`` field (a document without one is a sweep); six are
-#: the measurements of ``--measure NAME`` (``attn_edu.bench.measure.MEASURES``), and
-#: ``ring_overlap`` is a ring step's transfer timed against its compute on one GPU
+#: What a document holds, its ``"kind"`` field (a document without one is a sweep); the six
+#: after ``decode`` are the measurements of ``--measure NAME`` (``attn_edu.bench.measure.MEASURES``),
+#: ``correctness`` the kernels' check against float64 (``--correctness --out``) and
+#: ``ring_overlap`` a ring step's transfer timed against its compute on one GPU
 #: (``python -m attn_edu.distributed.overlap``, chapter 14).
 KINDS = ("sweep", "goals", "block_sparse", "decode", "backward", "forward_cudnn", "causal_d128", "host_time",
-         "decode_graph", "memory", "ring_overlap")
+         "decode_graph", "memory", "correctness", "ring_overlap")
 #: Where the recorded sweeps live (package data, plotted by chapters 08, 10 and 11); the
 #: environment variable ``ATTN_EDU_BENCH_DATA`` points the chapters at another folder
 #: (e.g. the output of ``bash scripts/gpu-bench.sh --dry-run DIR``).
@@ -270,7 +271,8 @@ def _check_document(doc: Any, path: Path) -> Dict[str, Any]:
     if kind not in KINDS:
         raise ValueError(f"{path}: unknown kind {kind!r}; known: {', '.join(KINDS)}")
     need = {"goals": ("goals",), "block_sparse": ("device", "config", "rows"),
-            "ring_overlap": ("device", "config", "rows")}.get(
+            "ring_overlap": ("device", "config", "rows"),
+            "correctness": ("device", "results", "passed")}.get(
         kind, ("device", "config", "results"))  # a sweep, a decode sweep, a measurement
     missing = [k for k in need if k not in doc]
     if missing:

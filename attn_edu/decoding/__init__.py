@@ -25,7 +25,7 @@ from .paged import PagedKVCache, PoolExhaustedError, paged_vs_contiguous, parall
 from .quantize import (FP8_E4M3_MAX, attention_error, dequantize, fake_quantize, quantize,
                        quantized_bytes_per_token)
 from .ring import RingKVCache
-from .roofline import (GPUS, MODELS, GPUSpec, ModelConfig, arithmetic_intensity, attainable_flops,
+from .roofline import (GPU_TABLE, GPUS, match_gpu, MODELS, GPUSpec, ModelConfig, arithmetic_intensity, attainable_flops,
                        attention_flops_bytes, decode_intensity, decode_step_time, kv_bytes_per_token,
                        kv_numbers_per_token)
 from .split_kv import chunk_size, merge_partials, split_bounds, split_kv_attention, split_waves
@@ -36,7 +36,8 @@ __all__ = [
     "init_mla_params", "mla_cache_entries", "absorb_mla_params", "mla_attention",
     "quantize", "dequantize", "fake_quantize", "quantized_bytes_per_token", "attention_error",
     "FP8_E4M3_MAX",
-    "GPUSpec", "GPUS", "ModelConfig", "MODELS", "attention_flops_bytes", "arithmetic_intensity",
+    "GPUSpec", "GPU_TABLE", "GPUS", "match_gpu",
+    "ModelConfig", "MODELS", "attention_flops_bytes", "arithmetic_intensity",
     "attainable_flops", "kv_numbers_per_token", "kv_bytes_per_token", "decode_intensity", "decode_step_time",
 ]
 
@@ -47,5 +48,7 @@ FP8_E4M3_MAX = FP8_E4M3_MAX
 #: Published datasheet figures per GPU (:class:`GPUSpec`), H100 SXM5 and A100 SXM4 80 GB
 #: bfloat16 dense tensor-core peaks, T4 float16 mixed precision.
 GPUS = GPUS
+#: Every GPU the book knows (:class:`GPUSpec`, datasheet figures and device-name patterns).
+GPU_TABLE = GPU_TABLE
 #: Published model configurations (:class:`ModelConfig`), from papers and released configurations.
 MODELS = MODELS

@@ -21,25 +21,39 @@ in the book); nothing here is measured. Explained in chapter 13.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional
+import re
+from typing import Dict, Optional, Tuple
 
 from .. import _checks
 from ..multihead import kv_cache_bytes
 
-__all__ = ["GPUSpec", "GPUS", "ModelConfig", "MODELS", "attention_flops_bytes", "arithmetic_intensity",
+__all__ = ["GPUSpec", "GPU_TABLE", "GPUS", "match_gpu",
+           "ModelConfig", "MODELS", "attention_flops_bytes", "arithmetic_intensity",
            "attainable_flops", "kv_numbers_per_token", "kv_bytes_per_token", "decode_intensity",
            "decode_step_time"]
 
 
 @dataclass(frozen=True)
 class GPUSpec:
-    """Published peak figures of a GPU (dense 16-bit tensor-core FLOP/s, memory bandwidth)."""
+    """Published peak figures of a GPU (dense 16-bit tensor-core FLOP/s, memory bandwidth).
+
+    ``fp32_flops``: float32 FMA FLOP/s (no tensor cores); ``memory_gb``: its memory, the
+    vendor's label ("80 GB", not a byte count); ``memory_mib``: the total ``nvidia-smi`` reports
+    where the book uses it (book/notation.md: an "80 GB" H100 holds 81,559 MiB), else 0;
+    ``patterns``: regular expressions (case-insensitive, searched) matching the names
+    ``torch.cuda.get_device_name()`` reports for it (:func:`match_gpu`); ``note``: what the
+    figure is where the datasheet prints several."""
 
     name: str
     flops_16bit: float  # dense fp16/bf16 tensor-core FLOP/s (no 2:4 sparsity)
     bandwidth: float  # bytes/s of main memory (HBM or GDDR)
     sms: int  # streaming multiprocessors
     source: str  # bibliography key
+    fp32_flops: float = 0.0
+    memory_gb: float = 0.0
+    patterns: Tuple[str, ...] = ()
+    note: str = ""
+    memory_mib: int = 0
 
     @property
     def ridge(self) -> float:
@@ -47,14 +61,55 @@ class GPUSpec:
         return self.flops_16bit / self.bandwidth
 
 
-#: Published datasheet figures. H100 SXM5 and A100 SXM4 80 GB, bfloat16 dense tensor-core
-#: peak (the datasheets also print twice that "with sparsity"); T4: float16 mixed precision
-#: (it has no bfloat16).
-GPUS: Dict[str, GPUSpec] = {
-    "H100 SXM": GPUSpec("H100 SXM", 989e12, 3.35e12, 132, "nvidia2022h100"),
-    "A100 SXM 80GB": GPUSpec("A100 SXM 80GB", 312e12, 2.039e12, 108, "nvidia2020a100"),
-    "T4": GPUSpec("T4", 65e12, 320e9, 40, "nvidia2018t4"),
-}
+_G = GPUSpec
+#: Every GPU the book knows, from its datasheet or whitepaper (``source``, a references.bib
+#: key): dense 16-bit tensor-core peak (the datasheets also print twice that "with
+#: sparsity"), bandwidth, SMs, float32 peak, memory, and the device names it matches.
+#: The order matters to :func:`match_gpu`: the first whose pattern matches wins.
+GPU_TABLE: Dict[str, GPUSpec] = {g.name: g for g in (
+    _G("H100 SXM", 989e12, 3.35e12, 132, "nvidia2022h100", 67e12, 80, (r"H100.*(SXM|HBM3)",),
+       memory_mib=81_559),
+    _G("H100 PCIe", 756e12, 2.0e12, 114, "nvidia2022h100", 51e12, 80, (r"H100.*PCIe",)),
+    _G("H200", 989e12, 4.8e12, 132, "nvidia2024h200", 67e12, 141, (r"H200",)),
+    _G("A100 SXM 80GB", 312e12, 2.039e12, 108, "nvidia2020a100", 19.5e12, 80, (r"A100.*SXM.*80\s*GB",),
+       memory_mib=81_920),
+    _G("A100 SXM 40GB", 312e12, 1.555e12, 108, "nvidia2020a100", 19.5e12, 40, (r"A100.*SXM.*40\s*GB",)),
+    _G("A100 PCIe 80GB", 312e12, 1.935e12, 108, "nvidia2020a100", 19.5e12, 80,
+       (r"A100.*80\s*GB.*PCIe", r"A100.*PCIe.*80\s*GB")),
+    _G("A100 PCIe 40GB", 312e12, 1.555e12, 108, "nvidia2020a100", 19.5e12, 40,
+       (r"A100.*40\s*GB.*PCIe", r"A100.*PCIe.*40\s*GB")),
+    _G("V100 SXM2", 125e12, 900e9, 80, "nvidia2017v100", 15.7e12, 32, (r"V100.*SXM2",),
+       "float16 tensor cores (no bfloat16); 16 or 32 GB"),
+    _G("V100 PCIe", 112e12, 900e9, 80, "nvidia2017v100", 14e12, 32, (r"V100.*PCIe",),
+       "float16 tensor cores (no bfloat16); 16 or 32 GB"),
+    _G("T4", 65e12, 320e9, 40, "nvidia2018t4", 8.1e12, 16, (r"\bT4\b",),
+       "float16 mixed precision (no bfloat16)", memory_mib=15_360),
+    _G("L4", 121e12, 300e9, 58, "nvidia2023l4", 30.3e12, 24, (r"\bL4\b",)),
+    _G("A10G", 125e12, 600e9, 80, "nvidia2021a10", 31.2e12, 24, (r"\bA10G\b",),
+       "AWS's variant of the A10, which has no datasheet of its own: the A10's figures, an upper bound"),
+    _G("A10", 125e12, 600e9, 72, "nvidia2021a10", 31.2e12, 24, (r"\bA10\b",)),
+    _G("RTX 4090", 165.2e12, 1008e9, 128, "nvidia2022ada", 82.6e12, 24, (r"RTX 4090",),
+       "float16 with float32 accumulation, as attention kernels accumulate (330 with float16 accumulation)"),
+    _G("RTX 3090", 71e12, 936e9, 82, "nvidia2020ga102", 35.6e12, 24, (r"RTX 3090",),
+       "float16 with float32 accumulation, as attention kernels accumulate (142 with float16 accumulation)"),
+)}
+del _G
+
+#: The GPUs chapter 13's roofline draws, entries of :data:`GPU_TABLE`. H100 SXM5 and A100
+#: SXM4 80 GB, bfloat16 dense tensor-core peak; T4, float16 mixed precision (no bfloat16).
+GPUS: Dict[str, GPUSpec] = {k: GPU_TABLE[k] for k in ("H100 SXM", "A100 SXM 80GB", "T4")}
+
+
+def match_gpu(device_name: str) -> Optional[str]:
+    """The :data:`GPU_TABLE` key of a device name (as ``torch.cuda.get_device_name()``
+    reports it, e.g. ``"NVIDIA H100 80GB HBM3"`` -> ``"H100 SXM"``, ``"Tesla T4"`` ->
+    ``"T4"``), or None for a GPU the table does not know."""
+    if not isinstance(device_name, str):
+        raise TypeError(f"device_name must be a str; got {type(device_name).__name__}")
+    for key, spec in GPU_TABLE.items():
+        if any(re.search(p, device_name, re.IGNORECASE) for p in spec.patterns):
+            return key
+    return None
 
 
 @dataclass(frozen=True)
