@@ -417,6 +417,9 @@ def attention_flops(batch: int, heads: int, lq: int, lk: int, d: int, dv: Option
       slightly more than half), with the given alignment.
     * ``backward=True``: the backward pass, counted as **2.5 x** the forward (the
       FlashAttention convention: 5 matmuls of the same size against the forward's 2).
+      The package's default Triton backward (``backward="two_kernels"``) really does 7,
+      3.5 x the forward (its dQ kernel recomputes S and dP), so TFLOP/s under this count
+      understate its arithmetic by 7/5; ``backward="atomic_dq"`` does the 5 counted.
 
     Chapter 08 derives it and checks it against PyTorch's FLOP counter
     (``torch.utils.flop_counter.FlopCounterMode``).

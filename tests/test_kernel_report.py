@@ -273,10 +273,24 @@ def test_pre_ampere_gpus_get_one_small_config():
     assert t4 == ft.FWD_CONFIGS_PRE_AMPERE and len(t4) == 1 and t4[0][3] == 1
     assert ft.forward_configs((7, 5), 128) == t4
     assert ft.forward_configs((7, 5), 64, dtype_bytes=4, precision="ieee") == [ft.IEEE_FORWARD_CONFIG]
-    assert ft.backward_configs((9, 0)) == ft.BWD_CONFIGS_CUDA[:1]
     assert ft.backward_configs((8, 0), 128) == [(32, 64, 8, 2)]  # 4 warps spill there
     assert ft.backward_configs((7, 5)) == ft.BWD_CONFIGS_CUDA[-1:]
     assert ft.atomic_backward_configs((7, 5), 128) == ft.BWD_CONFIGS_CUDA[-1:]
+
+
+@pytest.mark.parametrize("cap", [(8, 0), (8, 6), (9, 0)])
+@pytest.mark.parametrize("d", [16, 64, 128])
+def test_backward_autotune_space_is_small_and_starts_with_the_old_config(cap, d):
+    # a reader's first backward compiles each listed configuration of both kernels: at most
+    # three each; the first is the fixed 32 x 64 tile of earlier editions (8 warps at d = 128
+    # before Hopper); float32 (exact) and a T4 keep one configuration, nothing to tune
+    configs = ft.backward_configs(cap, d)
+    assert 1 <= len(configs) <= 3 and len(set(configs)) == len(configs)
+    assert configs[0][:2] == (32, 64) and configs[0][2] == (8 if d > 64 and cap < (9, 0) else 4)
+    assert (len(configs) > 1) == (cap >= (9, 0) or d <= 64)
+    assert not any(c[:3] == (32, 128, 4) for c in configs)  # spills on sm_80 and sm_90a
+    assert ft.backward_configs(cap, d, "ieee") == [ft.IEEE_BACKWARD_CONFIG]
+    assert set(configs) <= {c for cs in ft.BWD_AUTOTUNE_CONFIGS.values() for c in cs}
 
 
 @pytest.mark.parametrize("cap", [(8, 0), (9, 0)])

@@ -48,6 +48,8 @@ One module per part, all reachable from here (``attn_edu.bench.X``):
 * ``attn_edu.bench.decode`` -- one decoding step (``L_q = 1``) over a KV cache (chapter 13);
 * ``attn_edu.bench.measure`` -- the measurements the recorded sweeps lack (``--measure NAME``:
   the backward, the forward against cuDNN, causal at d = 128, host time, CUDA graphs, memory);
+* ``attn_edu.bench.host`` -- the package's own Python time per Triton call on the CPU, the
+  launches stubbed, before and after the launch decisions' caches (``--host-overhead``);
 * ``attn_edu.bench.published`` -- published GPU numbers (cited) and the roofline model;
 * ``attn_edu.bench.figures`` -- figures of recorded documents, labelled with the device;
 * ``attn_edu.bench.validate`` -- the schema and plausibility check of documents and submissions

@@ -9,6 +9,8 @@ The modes of one command line (``--help`` lists every option):
   FlexAttention (:func:`~attn_edu.bench.bench_block_sparse`, CUDA only);
 * ``--correctness``: every Triton kernel against float64 in the GPU's half type
   (:func:`~attn_edu.bench.gpu_correctness`), the first step of ``scripts/gpu-bench.sh``;
+* ``--host-overhead``: the package's own Python time per Triton call on the CPU, the
+  launches stubbed, before and after the launch decisions' caches (:mod:`attn_edu.bench.host`);
 * ``--t4-estimates``: every chapter GPU branch's estimated time on a T4
   (:func:`attn_edu.gpu_profile.t4_estimates`), printed; no GPU needed;
 * ``--measure NAME``: one of the measurements of :data:`~attn_edu.bench.MEASURES`
@@ -97,6 +99,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--correctness", action="store_true",
                    help="check every Triton kernel against float64 in the GPU's half type "
                         "(--dtype overrides; --out FILE saves the correctness document); exit 1 if one fails")
+    p.add_argument("--host-overhead", action="store_true",
+                   help="the package's Python time per Triton call on the CPU, the launches stubbed, "
+                        "before and after the launch decisions' caches (attn_edu.bench.host); "
+                        "--repeat calls per round; JSON to --out")
     p.add_argument("--t4-estimates", action="store_true",
                    help="print each chapter GPU branch's FLOPs, bytes and estimated seconds on a T4 "
                         "under ATTN_EDU_GPU_PROFILE=t4 (attn_edu.gpu_profile.t4_estimates) and exit")
@@ -152,6 +158,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.t4_estimates:  # a model from datasheet figures, no GPU needed
         print(format_estimates())
+        return 0
+    if args.host_overhead:  # the CPU only: a child process with TRITON_INTERPRET=1
+        from .host import format_host_overhead, host_overhead
+
+        result = host_overhead(repeat=args.repeat or 200)
+        print(format_host_overhead(result))
+        if args.out:
+            save_results({"schema": SCHEMA, "kind": "host_overhead", **environment("cpu"), **result,
+                          "command": _command(argv)}, args.out)
         return 0
     apply_profile()  # ATTN_EDU_GPU_PROFILE (e.g. t4): a no-op without it or without a GPU
     if args.list:

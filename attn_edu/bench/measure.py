@@ -94,7 +94,9 @@ BACKWARD_FLOP_FORMULA = (
     "attention_flops(B, H, n, n, d, causal, backward=True) = 2.5 x the forward's "
     "2*B*H*n*n*(d + d) (FlashAttention's count: the backward's five matmuls QK^T (recomputed), "
     "dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q against the forward's two), half of that "
-    "when causal; the same count for every implementation. tflops = flops / (median_ms * 1e-3) / 1e12"
+    "when causal; the same count for every implementation (the Triton two_kernels schedule really does "
+    "seven matmuls, 7/5 of the count, its dQ kernel recomputing S and dP; atomic_dq does the five). "
+    "tflops = flops / (median_ms * 1e-3) / 1e12"
 )
 #: SDPA's backends the backward and the forward measurements compare with.
 _BACKWARD_SDPA = ("flash", "cudnn")

@@ -7,6 +7,7 @@ nothing heavy (only ``triton.runtime.errors`` when triton is installed).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
@@ -217,6 +218,15 @@ class KernelLimits:
         return None
 
 
+@functools.lru_cache(maxsize=None)
+def _triton_installed() -> bool:
+    """Whether the triton package can be imported, looked up once per process (a lookup of
+    the import path costs tens of microseconds, too much for every call)."""
+    import importlib.util
+
+    return importlib.util.find_spec("triton") is not None
+
+
 def check_kernel_inputs(limits: KernelLimits, q: object, k: object, v: object, built_interpreted: bool,
                         enable_gqa: bool = False) -> Tuple[str, Tuple[int, ...], int]:
     """The one input check of the Triton kernels: q, k, v against ``limits``, then
@@ -230,8 +240,6 @@ def check_kernel_inputs(limits: KernelLimits, q: object, k: object, v: object, b
     a device the kernel runs on, and triton installed. ``built_interpreted``: how the
     kernel's module was decorated (its ``@triton.jit`` under ``TRITON_INTERPRET=1``).
     """
-    import importlib.util
-
     from .. import _checks
     from .._call import require_tensor
 
@@ -257,6 +265,6 @@ def check_kernel_inputs(limits: KernelLimits, q: object, k: object, v: object, b
     if problem:
         raise ValueError(problem)
     check_runnable(q.device, dt, built_interpreted, name, limits.interpreter_bfloat16)
-    if importlib.util.find_spec("triton") is None:  # pragma: no cover - triton is in requirements.txt
+    if not _triton_installed():  # pragma: no cover - triton is in requirements.txt
         raise ImportError(f"{name} needs the triton package: pip install triton")
     return dt, tuple(batch), group

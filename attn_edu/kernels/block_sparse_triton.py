@@ -75,7 +75,7 @@ from ..masks import TilePlan, plan_tiles
 from ..masks.tiles import unpack_plan
 from . import _interpret
 from . import _targets
-from ._shared import LN2, LOG2E, AotKernel, launch_grid, padded_head_dim, tl, triton
+from ._shared import LN2, LOG2E, AotKernel, launch_grid, padded_head_dim, plan_cache, tl, triton
 
 try:  # guarded: importing attn_edu never needs torch (triton's guard is in _shared)
     import torch
@@ -336,6 +336,39 @@ def launch_config(block_q: int, block_k: int, d: int, precision: str,
     return (rows, block_k, num_warps or warps, num_stages or 3)
 
 
+@plan_cache
+def _sparse_launch(capability, dtype_bytes: int, q_shape, k_shape, v_shape, q_strides, k_strides, v_strides,
+                   m_shape, m_strides, num_shape, num_strides, idx_shape, idx_strides, bm: int, bn: int,
+                   dot_precision: str, num_warps, num_stages, upcast: bool):
+    """What :func:`block_sparse_attention` launches with, decided once per key (shapes and
+    strides of the expanded q, k, v, of the mask and tile lists, the tile, the GPU, the
+    launch options): ``(grid, the kernel's int arguments before qk_scale, meta-parameters)``."""
+    B, H, lq, dk = q_shape
+    lk, dv = k_shape[2], v_shape[3]
+    rows, _, warps, stages = launch_config(bm, bn, max(dk, dv), dot_precision, num_warps, num_stages,
+                                           capability, dtype_bytes)
+    grid = launch_grid(B * H, lq, rows)  # one axis: any B * H launches
+    block_d, block_dv = padded_head_dim(dk), padded_head_dim(dv)
+    even = lk % bn == 0 and block_d == dk and block_dv == dv
+    size1 = lambda shape, strides, axis: 0 if shape[axis] == 1 else strides[axis]  # noqa: E731  (_stride)
+    b_h = lambda shape, strides: (size1(shape, strides, 0), size1(shape, strides, 1))  # noqa: E731
+    ints = (*b_h(q_shape, q_strides), q_strides[2], q_strides[3],
+            *b_h(k_shape, k_strides), k_strides[2], k_strides[3],
+            *b_h(v_shape, v_strides), v_strides[2], v_strides[3],
+            # out (B, H, Lq, Dv) and lse (B, H, Lq), both fresh and contiguous
+            H * lq * dv, lq * dv, dv, 1,
+            *b_h(m_shape, m_strides), size1(m_shape, m_strides, 2), size1(m_shape, m_strides, 3),
+            H * lq, lq,
+            *b_h(num_shape, num_strides),
+            *b_h(idx_shape, idx_strides), idx_strides[2],
+            H, lq, lk)
+    meta = dict(D=dk, DV=dv, BLOCK_M=rows, BLOCK_N=bn, PLAN_M=bm, BLOCK_D=block_d, BLOCK_DV=block_dv,
+                EVEN=even, PRECISION=dot_precision, UPCAST=upcast)
+    if not INTERPRETED:
+        meta.update(num_warps=warps, num_stages=stages)
+    return grid, ints, meta
+
+
 def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
                            block_k: Optional[int] = None, *, scale: Optional[float] = None,
                            return_lse: bool = False, num_warps: Optional[int] = None,
@@ -408,33 +441,18 @@ def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
     lse = torch.empty((B, H, lq), dtype=torch.float32, device=q.device)  # (B, H, Lq)
     if lq == 0:
         return (out, lse) if return_lse else out
-    q4, k4, v4 = q.expand(B, H, lq, dk), k.expand(B, H, lk, dk), v.expand(B, H, lk, dv)
-
-    rows, _, warps, stages = launch_config(bm, bn, max(dk, dv), dot_precision, num_warps, num_stages,
-                                           capability, q.element_size())
-    grid = launch_grid(B * H, lq, rows)  # one axis: any B * H launches
-    block_d, block_dv = padded_head_dim(dk), padded_head_dim(dv)
-    even = lk % bn == 0 and block_d == dk and block_dv == dv
-    launch: Dict[str, int] = {}
-    if not INTERPRETED:
-        launch["num_warps"], launch["num_stages"] = warps, stages
+    # (expand only where an axis broadcasts: a view per call otherwise)
+    q4 = q if q.shape[:2] == (B, H) else q.expand(B, H, lq, dk)
+    k4 = k if k.shape[:2] == (B, H) else k.expand(B, H, lk, dk)
+    v4 = v if v.shape[:2] == (B, H) else v.expand(B, H, lk, dv)
+    grid, ints, meta = _sparse_launch(
+        capability, q.element_size(), tuple(q4.shape), tuple(k4.shape), tuple(v4.shape), q4.stride(),
+        k4.stride(), v4.stride(), tuple(m8.shape), m8.stride(), tuple(full_num.shape), full_num.stride(),
+        tuple(full_idx.shape), full_idx.stride(), bm, bn, dot_precision, num_warps, num_stages, upcast)
     try:
         _block_sparse_fwd_kernel[grid](
-            q4, k4, v4, m8, out, lse,
-            full_num, full_idx, part_num, part_idx,
-            _stride(q4, 0), _stride(q4, 1), q4.stride(2), q4.stride(3),
-            _stride(k4, 0), _stride(k4, 1), k4.stride(2), k4.stride(3),
-            _stride(v4, 0), _stride(v4, 1), v4.stride(2), v4.stride(3),
-            out.stride(0), out.stride(1), out.stride(2), out.stride(3),
-            _stride(m8, 0), _stride(m8, 1), _stride(m8, 2), _stride(m8, 3),
-            lse.stride(0), lse.stride(1),
-            _stride(full_num, 0), _stride(full_num, 1),
-            _stride(full_idx, 0), _stride(full_idx, 1), full_idx.stride(2),
-            H, lq, lk, s * LOG2E.value,
-            D=dk, DV=dv, BLOCK_M=rows, BLOCK_N=bn, PLAN_M=bm,
-            BLOCK_D=block_d, BLOCK_DV=block_dv, EVEN=even,
-            PRECISION=dot_precision, UPCAST=upcast, **launch,
-        )
+            q4, k4, v4, m8, out, lse, full_num, full_idx, part_num, part_idx,
+            *ints, s * LOG2E.value, **meta)
     except _targets.OutOfResources as err:  # the tile does not fit this GPU's shared memory
         small = (min(bm, 64), min(bn, 64))
         if small == (bm, bn):

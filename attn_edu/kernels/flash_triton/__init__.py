@@ -48,7 +48,7 @@ from .api import *  # noqa: F401,F403
 from .kernels import *  # noqa: F401,F403
 from .launch import *  # noqa: F401,F403
 # the launch tables chapter 10 and the tests read as ft.X (not on the API page)
-from .launch import (BWD_CONFIGS_CUDA, FWD_AUTOTUNE_KEY, FWD_CONFIGS_CUDA, FWD_CONFIGS_PRE_AMPERE,  # noqa: F401
+from .launch import (BWD_AUTOTUNE_CONFIGS, BWD_AUTOTUNE_KEY, BWD_CONFIGS_CUDA, FWD_AUTOTUNE_KEY, FWD_CONFIGS_CUDA, FWD_CONFIGS_PRE_AMPERE,  # noqa: F401
                      FWD_CONFIGS_TF32, FWD_SPILL_CONFIGS, FWD_SPILL_TILES_D128, FWD_SPILL_TILES_D128_AMPERE,
                      FWD_SPILL_TILES_TF32_D128_AMPERE, INTERPRET_BLOCK_M, INTERPRET_BLOCK_N,
                      SHARED_MEMORY_FALLBACK)
@@ -86,7 +86,7 @@ BACKWARDS = launch.BACKWARDS
 #: float32 gradients are computed with exact float32 products (FMA code) and
 #: ``IEEE_BACKWARD_CONFIG`` on every GPU, whatever ``precision`` the forward used: the
 #: backward's TF32 tiles spilled registers on sm_80 and sm_90a in the compile report
-#: (144-284 B at 32 x 64), and its kernels are not autotuned.
+#: (144-284 B at 32 x 64), and float32's backward is not autotuned.
 BACKWARD_FLOAT32 = launch.BACKWARD_FLOAT32
 #: The inputs these kernels take, checked by ``attn_edu.kernels._targets.check_kernel_inputs``:
 #: float16, bfloat16 or float32; head dimensions 1 to 128 (padded inside to a power of two

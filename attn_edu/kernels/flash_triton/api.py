@@ -142,17 +142,20 @@ def triton_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] =
     a dK/dV kernel and a dQ kernel, no atomics, the same bits every run) or
     ``"atomic_dq"`` (one kernel, dQ added with float32 atomics: two matmuls fewer per
     tile pair, a float32 dQ buffer, and dQ's last bits may change from run to run).
-    ``precision`` and ``config`` as in :func:`triton_attention_forward` (the backward's
-    configurations are fixed per GPU, :func:`~attn_edu.kernels.flash_triton.backward_configs`, never autotuned; float32
-    gradients always use exact products, ``BACKWARD_FLOAT32``).
+    ``precision`` and ``config`` as in :func:`triton_attention_forward` (``config`` is the
+    forward's; the ``"two_kernels"`` backward is autotuned per GPU over
+    :func:`~attn_edu.kernels.flash_triton.backward_configs` where it lists more than one
+    configuration, from compute capability 8.0 at d <= 64 and on Hopper; float32 gradients
+    always use exact products and one configuration, ``BACKWARD_FLOAT32``).
 
     What is deterministic, exactly: on one GPU with one Triton version, the forward with a
     fixed configuration (``config=``, exact float32, or the interpreter) gives the same
     bits in every run and every process, and so does the ``"two_kernels"`` backward after
-    it (its configuration is fixed; it reads the forward's output and lse). Autotuned, the
-    forward's configuration is chosen by timing, once per key and process: another process
-    may choose another tile and get other last bits (within the tolerance rule), so for
-    bit-reproducible runs pass ``config=chosen_forward_config(...)`` recorded by the first.
+    it where its configuration is fixed (one entry in ``backward_configs``: before 8.0,
+    float32, the interpreter). Autotuned, a configuration is chosen by timing, once per key
+    and process: another process may choose another tile and get other last bits (within
+    the tolerance rule); in one process the choice, and the bits, stay. For the forward
+    pass ``config=chosen_forward_config(...)`` recorded by the first.
     ``"atomic_dq"``: dK and dV as deterministic as above, dQ not (atomic float32 additions
     in any order).
     """

@@ -6,9 +6,9 @@ public functions in ``api``). Everything here is decided on the host, before a l
 * the block sizes (BLOCK_M, BLOCK_N, num_warps, num_stages): on a GPU from compute
   capability 8.0 the forward is autotuned over ``FWD_CONFIGS_CUDA`` pruned per GPU, head
   dimension and dtype (:func:`forward_configs`, from the compile report's spills and shared
-  memory); before 8.0 and for exact float32 one fixed configuration; under the interpreter
-  small fixed blocks; the backward's are fixed per GPU (:func:`backward_configs`,
-  :func:`atomic_backward_configs`);
+  memory), and the two-kernel backward over ``BWD_AUTOTUNE_CONFIGS`` (:func:`backward_configs`);
+  before 8.0 and for exact float32 one fixed configuration; under the interpreter
+  small fixed blocks; ``backward="atomic_dq"``'s are fixed per GPU (:func:`atomic_backward_configs`);
 * what ``tl.dot`` multiplies float32 with (``attn_edu.kernels._targets.input_precision``);
 * TMA tensor descriptors on Hopper (:func:`tma_compatible`, :func:`uses_tma`) and the
   scratch memory Triton asks for them;
@@ -26,7 +26,7 @@ from torch import Tensor
 
 from ... import _checks
 from .. import _targets
-from .._shared import HAS_TRITON, LOG2E, causal_offset_arg, launch_grid, padded_head_dim, triton
+from .._shared import HAS_TRITON, LOG2E, causal_offset_arg, launch_grid, padded_head_dim, plan_cache, triton
 from . import kernels
 
 __all__ = ["forward_configs", "forward_shared_memory", "backward_configs", "atomic_backward_configs",
@@ -101,21 +101,44 @@ BWD_CONFIGS_CUDA = [
 ]
 
 
+#: The backward's autotune space per GPU family (80: compute capability 8.x, 90: 9.0 and
+#: newer) and head-dimension bucket (64: d <= 64, 128 above), as (BLOCK_M, BLOCK_N,
+#: num_warps, num_stages) of the dK/dV kernel (the dQ kernel swaps the two blocks): the
+#: configurations that spill no register in either kernel in ``python -m attn_edu.kernels.report``
+#: (Triton 3.9), at most three, so a reader's first backward compiles at most six kernels.
+#: Left out as spilling: 32 x 128 with 4 warps (both families), and on sm_80 at d = 128
+#: every tile but 32 x 64 with 8 warps, which stays alone there (nothing to tune).
+BWD_AUTOTUNE_CONFIGS: Dict[Tuple[int, int], list] = {
+    (80, 64): [(32, 64, 4, 2), (32, 64, 4, 3), (32, 128, 8, 2)],
+    (80, 128): [(32, 64, 8, 2)],
+    (90, 64): [(32, 64, 4, 2), (32, 128, 8, 2), (64, 64, 8, 2)],
+    (90, 128): [(32, 64, 4, 2), (32, 128, 8, 2), (64, 64, 8, 2)],
+}
+
+
 def backward_configs(capability: Tuple[int, int], head_dim: int = 64, precision: str = "tf32") -> list:
-    """The backward configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) the launcher
-    tries in order on a GPU of this compute capability (fixed: the backward is never
-    autotuned). ``precision="ieee"`` (exact float32): ``IEEE_BACKWARD_CONFIG``. Before 8.0
-    (a T4: FMA code, 64 KiB of shared memory) the small last entry of ``BWD_CONFIGS_CUDA``,
-    which spills least there. From 8.0 the first (at most ~64 KiB of shared memory, the
-    smallest of those GPUs has 99 KiB), with 8 warps above d = 64 before Hopper (4 spill
-    on sm_80 there)."""
+    """The backward configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) of the dK/dV
+    kernel (the dQ kernel swaps BLOCK_M and BLOCK_N) on a GPU of this compute capability:
+    with more than one, the autotuner times them once per key (``BWD_AUTOTUNE_KEY``) and
+    launches the fastest; with one, it is launched as is. ``precision="ieee"`` (exact
+    float32): ``IEEE_BACKWARD_CONFIG``. Before 8.0 (a T4: FMA code, 64 KiB of shared memory)
+    the small last entry of ``BWD_CONFIGS_CUDA``, which spills least there. From 8.0
+    ``BWD_AUTOTUNE_CONFIGS`` for the GPU family and head dimension (at most ~100 KiB of
+    shared memory, within every such GPU's 99 KiB at d = 64 and an sm_80/sm_90's at d = 128;
+    the first entry is the fixed configuration of earlier editions; a configuration that
+    does not fit a GPU's shared memory is skipped by the autotuner)."""
     if precision == "ieee":
         return [IEEE_BACKWARD_CONFIG]
     cap = tuple(capability)
     if cap < _targets.TENSOR_CORE_MIN_CAPABILITY:
         return [BWD_CONFIGS_CUDA[-1]]
-    bm, bn, warps, stages = BWD_CONFIGS_CUDA[0]
-    return [(bm, bn, 8 if head_dim > 64 and cap < TMA_MIN_CAPABILITY else warps, stages)]
+    configs = BWD_AUTOTUNE_CONFIGS[(90 if cap >= (9, 0) else 80, 64 if padded_head_dim(head_dim) <= 64 else 128)]
+    return list(configs)
+
+
+#: What the backward's autotuner keys on: lengths, heads, head dims, causality, precision
+#: (Triton adds the dtypes); the two kernels are tuned each on its own.
+BWD_AUTOTUNE_KEY = ["H", "LQ", "LK", "HEAD_DK", "HEAD_DV", "CAUSAL", "INPUT_PRECISION"]
 
 
 #: From this compute capability on (Hopper) the forward copies its Q, K and V tiles with
@@ -244,13 +267,37 @@ else:  # the interpreter (and no triton) launch a fixed configuration only
     _attn_fwd = kernels.attn_fwd
 
 
+def _prune_bwd_configs(swapped: bool):
+    """An autotuner's pruning for one backward kernel: :func:`~attn_edu.kernels.flash_triton.backward_configs`
+    for the GPU, head dim and precision in use (``swapped``: the dQ kernel's blocks)."""
+    def prune(configs, named_args, **kwargs):
+        args = {**named_args, **kwargs}
+        wanted = backward_configs(torch.cuda.get_device_capability(), max(args["HEAD_DK"], args["HEAD_DV"]),
+                                  args["INPUT_PRECISION"])
+        wanted = {(bn, bm, w, st) if swapped else (bm, bn, w, st) for bm, bn, w, st in wanted}
+        key = lambda c: (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)  # noqa: E731
+        return [c for c in configs if key(c) in wanted] or configs[:1]
+    return prune
+
+
+_BWD_ALL = sorted({c for configs in BWD_AUTOTUNE_CONFIGS.values() for c in configs})
+if HAS_TRITON and not kernels.BUILT_INTERPRETED:
+    # the backward's two kernels, each with its autotuner (used when backward_configs gives more than one)
+    _attn_bwd_dkdv = triton.autotune(
+        configs=[triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=st) for bm, bn, w, st in _BWD_ALL],
+        key=BWD_AUTOTUNE_KEY, prune_configs_by={"early_config_prune": _prune_bwd_configs(False)},
+    )(kernels.attn_bwd_dkdv)
+    _attn_bwd_dq = triton.autotune(
+        configs=[triton.Config({"BLOCK_M": bn, "BLOCK_N": bm}, num_warps=w, num_stages=st) for bm, bn, w, st in _BWD_ALL],
+        key=BWD_AUTOTUNE_KEY, prune_configs_by={"early_config_prune": _prune_bwd_configs(True)},
+    )(kernels.attn_bwd_dq)
+else:
+    _attn_bwd_dkdv, _attn_bwd_dq = kernels.attn_bwd_dkdv, kernels.attn_bwd_dq
+
+
 # ----------------------------------------------------------------------------
 # Launch decisions: precision, a caller's configuration, TMA
 # ----------------------------------------------------------------------------
-def _strides(x: Tensor):
-    return x.stride(0), x.stride(1), x.stride(2), x.stride(3)
-
-
 def _capability(x: Tensor) -> Optional[Tuple[int, int]]:
     """The compute capability of ``x``'s GPU; None under the interpreter."""
     return None if kernels.BUILT_INTERPRETED else tuple(torch.cuda.get_device_capability(x.device))
@@ -354,6 +401,34 @@ def uses_tma(q: Tensor, k: Tensor, v: Tensor, precision: str = "tf32") -> bool:
 # ----------------------------------------------------------------------------
 # Launchers
 # ----------------------------------------------------------------------------
+def _next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+@plan_cache
+def _forward_plan(device: torch.device, capability: Optional[Tuple[int, int]], dtype: torch.dtype,
+                  q_shape: Tuple[int, ...], k_shape: Tuple[int, ...], v_shape: Tuple[int, ...],
+                  tma_ok: bool, use_tma: Optional[bool], align: Optional[str], precision: Optional[str],
+                  config: Optional[Tuple[int, int, int, int]]):
+    """What :func:`forward` decides from shapes, dtype and GPU, once per key: ``(dot
+    precision, use_tma, meta-parameters, fixed configuration or None, the kernel's
+    trailing int arguments, the autotuner's launch key)``. ``tma_ok``: the tensors allow
+    TMA descriptors (:func:`tma_compatible`, which reads their alignment: a per-call fact,
+    so it is part of the key). Raises for a bad ``precision``."""
+    B, H, LQ, DK = q_shape
+    LK, DV = k_shape[2], v_shape[3]
+    prec = _targets.input_precision(_checks.dtype_name(dtype), capability, precision)
+    if use_tma is None:  # uses_tma's rule
+        use_tma = (not kernels.BUILT_INTERPRETED and device.type == "cuda" and prec != "ieee"
+                   and capability is not None and tuple(capability) >= TMA_MIN_CAPABILITY and tma_ok)
+    meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
+                CAUSAL=align is not None, INPUT_PRECISION=prec, USE_TMA=use_tma)
+    ints = (H, LQ, LK)
+    tail = (causal_offset_arg(LQ, LK, align), _next_pow2(LQ), _next_pow2(LK), _next_pow2(B * H))
+    key = (str(device), str(dtype), tail[1], tail[2], tail[3], DK, DV, align is not None, prec, use_tma)
+    return prec, use_tma, meta, fixed_forward_config(prec, config), ints, tail, key
+
+
 def forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
             use_tma: Optional[bool] = None, precision: Optional[str] = None, config=None):
     """Launch the forward on checked inputs: ``(out, lse)``, (B, H, L_q, d_v) and (B, H, L_q).
@@ -361,6 +436,7 @@ def forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
     ``align`` and ``scale`` as ``api.check_triton_inputs`` returns them; ``use_tma`` None:
     :func:`uses_tma`; ``config`` as :func:`check_config` returns it (None: autotuned, or the
     fixed configuration of :func:`fixed_forward_config`). Records an autotuned choice in ``TUNED``.
+    What follows from shapes, dtype and GPU is decided once per key (:func:`_forward_plan`).
     """
     B, H, LQ, DK = q.shape
     LK, DV = k.shape[2], v.shape[3]
@@ -372,17 +448,17 @@ def forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
         return out.zero_(), lse.fill_(float("-inf"))
     if scale < 0:  # the kernel needs qk_scale > 0 (it takes the max of the raw scores):
         q, scale = -q, -scale  # (-q) k^T * (-scale) is the same product, exactly
-    args = (q, k, v, out, lse, *_strides(q), *_strides(k), *_strides(v), *_strides(out),
-            H, LQ, LK, scale * LOG2E.value, causal_offset_arg(LQ, LK, align),
-            triton.next_power_of_2(LQ), triton.next_power_of_2(LK), triton.next_power_of_2(B * H))
-    prec = dot_precision(q, precision)
-    use_tma = uses_tma(q, k, v, prec) if use_tma is None else use_tma
+    cap = _capability(q)
+    tma_ok = (use_tma is None and cap is not None and cap >= TMA_MIN_CAPABILITY and q.is_cuda
+              and tma_compatible(q, k, v))
+    prec, use_tma, meta, fixed, ints, tail, key = _forward_plan(
+        q.device, cap, q.dtype, tuple(q.shape), tuple(k.shape), tuple(v.shape), tma_ok, use_tma, align,
+        precision, config)
+    args = (q, k, v, out, lse, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+            *ints, scale * LOG2E.value, *tail)
     if use_tma and not kernels.BUILT_INTERPRETED:
         _ensure_scratch_allocator()
-    meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
-                CAUSAL=align is not None, INPUT_PRECISION=prec, USE_TMA=use_tma)
     # one grid axis, B * H * query blocks: CUDA's x axis takes 2**31 - 1 programs (y: 65,535)
-    fixed = fixed_forward_config(prec, config)
     if fixed is not None:
         (bm, bn, warps, stages), _ = fixed
         extra = {} if kernels.BUILT_INTERPRETED else dict(num_warps=warps, num_stages=stages)
@@ -391,15 +467,14 @@ def forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
         grid = lambda META: launch_grid(B * H, LQ, META["BLOCK_M"])  # noqa: E731
         _attn_fwd[grid](*args, **meta)
         best = _attn_fwd.best_config
-        TUNED[launch_key(q, k, v, align is not None, prec, use_tma)] = (
-            best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"], best.num_warps, best.num_stages)
+        TUNED[key] = (best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"], best.num_warps, best.num_stages)
     return out, lse
 
 
 #: float32 gradients are computed with exact float32 products (FMA code) and
 #: ``IEEE_BACKWARD_CONFIG`` on every GPU, whatever ``precision`` the forward used: the
 #: backward's TF32 tiles spilled registers on sm_80 and sm_90a in the compile report
-#: (144-284 B at 32 x 64), and its kernels are not autotuned.
+#: (144-284 B at 32 x 64), and float32's backward is not autotuned.
 BACKWARD_FLOAT32 = "ieee"
 #: The backward's two schedules, chosen with ``triton_attention(..., backward=...)``.
 #: ``"two_kernels"``, a dK/dV kernel and a dQ kernel, each program owning the rows it writes (7 matmuls per
@@ -408,12 +483,36 @@ BACKWARD_FLOAT32 = "ieee"
 BACKWARDS = ("two_kernels", "atomic_dq")
 
 
+@plan_cache
+def _backward_plan(capability: Optional[Tuple[int, int]], dtype: torch.dtype, q_shape: Tuple[int, ...],
+                   k_shape: Tuple[int, ...], v_shape: Tuple[int, ...], align: Optional[str], mode: str,
+                   precision: Optional[str]):
+    """What :func:`backward` decides from shapes, dtype and GPU, once per key: ``(the
+    kernels' trailing int arguments, meta-parameters, configurations to try)``. Raises for a
+    bad ``precision`` (checked though the backward of float32 is exact whatever it says)."""
+    B, H, LQ, DK = q_shape
+    LK, DV = k_shape[2], v_shape[3]
+    name = _checks.dtype_name(dtype)
+    _targets.input_precision(name, capability, precision)
+    prec = _targets.input_precision(name, capability, BACKWARD_FLOAT32)
+    meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
+                CAUSAL=align is not None, INPUT_PRECISION=prec)
+    if kernels.BUILT_INTERPRETED:
+        configs = [(INTERPRET_BLOCK_M, INTERPRET_BLOCK_N, None, None)]
+    else:
+        pick = atomic_backward_configs if mode == "atomic_dq" else backward_configs
+        configs = pick(capability, max(DK, DV), prec)
+    return (H, LQ, LK), causal_offset_arg(LQ, LK, align), meta, configs
+
+
 def backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
              align: Optional[str], scale: float, mode: str = "two_kernels",
              precision: Optional[str] = None):
     """Launch the backward of ``mode`` (one of ``BACKWARDS``) on the forward's saved tensors:
-    ``(dq, dk, dv)`` in the input dtype. The configurations are fixed per GPU
-    (:func:`backward_configs`, :func:`atomic_backward_configs`), tried in order until one fits."""
+    ``(dq, dk, dv)`` in the input dtype. ``"two_kernels"``: autotuned over
+    :func:`backward_configs` where it lists more than one configuration, else that one;
+    ``"atomic_dq"``: :func:`atomic_backward_configs`, fixed per GPU, tried in order until
+    one fits. What follows from shapes, dtype and GPU is decided once per key (:func:`_backward_plan`)."""
     B, H, LQ, DK = q.shape
     LK, DV = k.shape[2], v.shape[3]
     dq = torch.zeros((B, H, LQ, DK), dtype=q.dtype, device=q.device)  # contiguous
@@ -421,27 +520,23 @@ def backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tens
     dv = torch.zeros((B, H, LK, DV), dtype=v.dtype, device=v.device)
     if LQ == 0 or LK == 0:
         return dq, dk, dv
-    bdk, bdv = padded_head_dim(DK), padded_head_dim(DV)
+    ints, offset, meta, configs = _backward_plan(_capability(q), q.dtype, tuple(q.shape), tuple(k.shape),
+                                                 tuple(v.shape), align, mode, precision)
     delta = torch.empty((B, H, LQ), dtype=torch.float32, device=q.device)  # (B, H, Lq)
     # every grid is one axis, B * H * blocks, as in the forward: any B * H launches
     kernels.attn_bwd_preprocess[launch_grid(B * H, LQ, 32)](
-        out, do, delta, *_strides(out), *_strides(do), H, LQ,
-        HEAD_DV=DV, BLOCK_M=32, BLOCK_DV=bdv)
-    common = (*_strides(q), *_strides(k), *_strides(v), *_strides(do),
-              H, LQ, LK, scale, causal_offset_arg(LQ, LK, align))
-    dot_precision(q, precision)  # (checked; the backward of float32 is exact whatever it says)
-    prec = dot_precision(q, BACKWARD_FLOAT32)
-    meta = dict(HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=bdk, BLOCK_DV=bdv, CAUSAL=align is not None,
-                INPUT_PRECISION=prec)
+        out, do, delta, *out.stride(), *do.stride(), H, LQ,
+        HEAD_DV=DV, BLOCK_M=32, BLOCK_DV=meta["BLOCK_DV"])
+    common = (*q.stride(), *k.stride(), *v.stride(), *do.stride(), *ints, scale, offset)
     atomic = mode == "atomic_dq"
     # atomic_dq: dQ accumulates in float32 across programs; otherwise the slot is unused
     dq_acc = torch.zeros((B, H, LQ, DK), dtype=torch.float32, device=q.device) if atomic else delta
-    if kernels.BUILT_INTERPRETED:
-        configs = [(INTERPRET_BLOCK_M, INTERPRET_BLOCK_N, None, None)]
-    else:
-        cap = _capability(q)
-        pick = atomic_backward_configs if atomic else backward_configs
-        configs = pick(cap, max(DK, DV), prec)
+    if not atomic and len(configs) > 1:  # autotuned: each kernel times backward_configs once per key
+        _attn_bwd_dkdv[lambda META: launch_grid(B * H, LK, META["BLOCK_N"])](
+            q, k, v, do, dk, dv, dq_acc, lse, delta, *common, **meta, ATOMIC_DQ=False)
+        _attn_bwd_dq[lambda META: launch_grid(B * H, LQ, META["BLOCK_M"])](
+            q, k, v, do, dq, lse, delta, *common, **meta)
+        return dq, dk, dv
     for i, (bm, bn, warps, stages) in enumerate(configs):
         extra = {} if warps is None else dict(num_warps=warps, num_stages=stages)
         try:
@@ -460,4 +555,3 @@ def backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tens
             if i == len(configs) - 1:
                 raise
     return dq, dk, dv
-

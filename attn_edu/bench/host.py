@@ -1,0 +1,133 @@
+"""The package's own Python time per Triton call, the launch stubbed out: ``--host-overhead``.
+
+A kernel call spends time on the host before the GPU sees anything: the front door's
+checks, then what the launcher decides from shapes, dtypes and the GPU (the precision,
+the configuration, TMA, the split count, the kernel's integer arguments), then Triton's
+launch itself. This benchmark times the first two, the part this package owns, on the
+CPU: in a child process with ``TRITON_INTERPRET=1`` (so CPU tensors pass the checks), every
+``@triton.jit`` kernel the launchers call is replaced by a no-op, and each call is timed
+
+* ``before``: with every launch decision computed again on each call (the functions of
+  ``attn_edu.kernels._shared.PLAN_CACHES`` replaced by their uncached originals,
+  :func:`~attn_edu.kernels._shared.uncached_plans`), as the launchers did before the caches;
+* ``after``: as the package runs, each decision cached per key.
+
+The two alternate round by round in one process (torch on one thread), so a busy machine
+slows both alike; a row gives the best round's mean microseconds per call (the least
+disturbed by other work), and ``before / after``.
+CPU microseconds of Python, not a GPU number: on a GPU the call adds Triton's own launch
+(its argument binding and the driver call), which this does not measure. Under the
+interpreter the CPU path differs from the GPU path where the launchers ask the GPU (compute
+capability, SM count): those calls are skipped here.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List
+
+__all__ = ["host_overhead", "format_host_overhead", "HOST_CASES"]
+
+#: The calls timed, with their shapes (CPU tensors, float16 but the block-sparse one, float32).
+HOST_CASES = {
+    "flash forward": "triton_attention_forward, B=4 H=16 L=1024 d=64 causal",
+    "flash backward": "the autograd backward of triton_attention, B=1 H=4 L=256 d=64 causal (small: the "
+                      "CPU's zero-filled gradients would dominate, a GPU fills them asynchronously)",
+    "split-KV decode": "split_kv_decode, B=1 H_q=32 H_kv=8 L_k=65536 d=128 (128 split candidates)",
+    "block-sparse": "block_sparse_attention with a TilePlan, B=1 H=16 L=4096 d=64, a causal mask's 128 x 64 tiles",
+    "flash front door": "check_triton_inputs alone (checked on every call, never cached)",
+}
+
+
+class _NoLaunch:
+    """Stands in for a ``@triton.jit`` kernel: ``kernel[grid](*args, **meta)`` does nothing."""
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: None
+
+
+def _child(repeat: int, rounds: int) -> Dict[str, Any]:
+    """Runs in the child process (``TRITON_INTERPRET=1`` set before triton is imported)."""
+    import torch
+
+    torch.set_num_threads(1)  # one thread: a fill of a few KB spun up to 10 ms of threads on a shared CPU
+    from ..kernels import _shared, block_sparse_triton as bs, decode_triton as dt, flash_triton as ft
+    from ..kernels.flash_triton import kernels as fk
+    from ..masks import plan_tiles
+
+    for name in ("attn_fwd", "attn_bwd_preprocess", "attn_bwd_dkdv", "attn_bwd_dq"):
+        setattr(fk, name, _NoLaunch())
+    dt._split_kernel = dt._reduce_kernel = bs._block_sparse_fwd_kernel = _NoLaunch()
+
+    h = torch.float16
+    q = torch.randn(4, 16, 1024, 64, dtype=h)
+    qb = torch.randn(1, 4, 256, 64, dtype=h)
+    qg = qb.clone().requires_grad_()
+    out = ft.triton_attention(qg, qb, qb, causal=True)
+    g = torch.ones_like(out)
+    qd, kd = torch.randn(1, 32, 1, 128, dtype=h), torch.randn(1, 8, 65536, 128, dtype=h)
+    qs = torch.randn(1, 16, 4096, 64)
+    plan = plan_tiles(torch.ones(4096, 4096, dtype=torch.bool).tril(), 128, 64)
+    calls = {
+        "flash forward": lambda: ft.triton_attention_forward(q, q, q, causal=True),
+        "flash backward": lambda: torch.autograd.grad(out, (qg,), g, retain_graph=True),
+        "split-KV decode": lambda: dt.split_kv_decode(qd, kd, kd, enable_gqa=True),
+        "block-sparse": lambda: bs.block_sparse_attention(qs, qs, qs, plan),
+        "flash front door": lambda: ft.check_triton_inputs(q, q, q, True),
+    }
+
+    def per_call(fn) -> float:
+        fn()
+        t0 = time.perf_counter()
+        for _ in range(repeat):
+            fn()
+        return (time.perf_counter() - t0) / repeat * 1e6
+
+    times: Dict[str, Dict[str, List[float]]] = {name: {"before": [], "after": []} for name in calls}
+    for cache in _shared.PLAN_CACHES.values():
+        cache.cache_clear()
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            with _shared.uncached_plans():
+                times[name]["before"].append(per_call(fn))
+            times[name]["after"].append(per_call(fn))
+    rows = []
+    for name, t in times.items():
+        before, after = min(t["before"]), min(t["after"])
+        rows.append({"call": name, "what": HOST_CASES[name], "before_us": before, "after_us": after,
+                     "ratio": before / after})
+    hits = {qualified.rpartition(".")[2]: cache.cache_info().hits
+            for qualified, cache in _shared.PLAN_CACHES.items()}
+    return {"rows": rows, "cache_hits": hits, "repeat": repeat, "rounds": rounds}
+
+
+def host_overhead(repeat: int = 200, rounds: int = 7, timeout: float = 900.0) -> Dict[str, Any]:
+    """Time the package's Python per call, launches stubbed, before and after the caches.
+
+    Runs :data:`HOST_CASES` in a child process with ``TRITON_INTERPRET=1`` (``repeat`` calls
+    per timing, ``rounds`` alternating rounds) and returns ``{"rows": [{"call", "what",
+    "before_us", "after_us", "ratio"}, ...], "cache_hits": {cache: hits}, ...}``: microseconds
+    of CPU per call, not GPU numbers (the module docstring says what is left out).
+    """
+    code = (f"import json; from attn_edu.bench.host import _child; "
+            f"print('HOST_OVERHEAD ' + json.dumps(_child({int(repeat)}, {int(rounds)})))")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("HOST_OVERHEAD ")), None)
+    if done.returncode or line is None:
+        raise RuntimeError(f"the host-overhead child failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    return json.loads(line[len("HOST_OVERHEAD "):])
+
+
+def format_host_overhead(result: Dict[str, Any]) -> str:
+    """The rows as a table: call, before and after (microseconds per call), ratio."""
+    lines = [f"{'call':18s} {'before us':>10s} {'after us':>10s} {'before/after':>13s}"]
+    for r in result["rows"]:
+        lines.append(f"{r['call']:18s} {r['before_us']:10.1f} {r['after_us']:10.1f} {r['ratio']:13.2f}")
+    lines += [f"  {r['call']}: {r['what']}" for r in result["rows"]]
+    lines.append(f"(CPU, Python only: the Triton launches stubbed, TRITON_INTERPRET=1; best of "
+                 f"{result['rounds']} alternating rounds of {result['repeat']} calls)")
+    return "\n".join(lines)

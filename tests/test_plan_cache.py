@@ -1,0 +1,66 @@
+"""Launch decisions cached per key (attn_edu.kernels._shared.plan_cache) and the stubbed
+host-overhead benchmark (attn_edu.bench.host): the cache returns what the uncached function
+returns, is hit, and the benchmark runs. No timing is asserted (a shared CPU)."""
+import importlib.util
+import itertools
+import random
+
+import pytest
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None or importlib.util.find_spec("torch") is None,
+                                reason="needs torch and triton")
+
+
+def test_cached_split_choice_equals_the_uncached_search_over_a_grid():
+    from attn_edu.kernels import decode_triton as dt
+
+    search = dt._best_num_splits.__wrapped__  # the loop over candidates, uncached
+    grid = list(itertools.product([1, 3, 8, 33, 132, 300], [0, 1, 15, 16, 1000, 16384, 65536, 131072],
+                                  [16, 64, 128], [8, 40, 108, 132], [1, 16, 128]))
+    random.Random(0).shuffle(grid)
+    dt._best_num_splits.cache_clear()
+    for args in grid + grid:  # the second pass is answered from the cache
+        assert dt.choose_num_splits(*args) == search(*args), args
+    info = dt._best_num_splits.cache_info()
+    assert info.hits >= len(grid) and info.currsize == len(grid)
+    # the docstring's example: 8 programs on 132 SMs, 16 splits (one full wave), not 17
+    assert dt.choose_num_splits(8, 65536, 64, 132) == 16
+    # a bool is not an int: refused, although True == 1 and would hash like a cached key
+    dt.choose_num_splits(1, 1000, 16, 8)
+    with pytest.raises((TypeError, ValueError), match="programs"):
+        dt.choose_num_splits(True, 1000, 16, 8)
+
+
+def test_plan_cache_refuses_what_the_function_refuses_and_skips_unhashable_arguments():
+    from attn_edu.kernels._shared import PLAN_CACHES, plan_cache
+
+    calls = []
+
+    @plan_cache
+    def plan(n, names):
+        calls.append(n)
+        if n < 0:
+            raise ValueError(f"n must be >= 0; got {n}")
+        return n * 2
+
+    try:
+        assert plan(3, ("a",)) == 6 and plan(3, ("a",)) == 6 and calls == [3]
+        assert plan(3, ["a"]) == 6 and calls == [3, 3]  # a list cannot be a key: computed, not cached
+        for _ in range(2):  # an error is not cached: raised each time
+            with pytest.raises(ValueError, match="n must be"):
+                plan(-1, ())
+        assert calls == [3, 3, -1, -1]
+    finally:
+        PLAN_CACHES.pop(f"{plan.__module__}.{plan.__qualname__}")
+
+
+def test_stubbed_host_overhead_benchmark_runs_and_its_caches_are_hit():
+    from attn_edu.bench.host import HOST_CASES, format_host_overhead, host_overhead
+
+    result = host_overhead(repeat=2, rounds=1)
+    assert [r["call"] for r in result["rows"]] == list(HOST_CASES)
+    assert all(r["before_us"] > 0 and r["after_us"] > 0 for r in result["rows"])
+    # each launcher's plan answered every timed call after the first from its cache
+    for name in ("_forward_plan", "_backward_plan", "_decode_plan", "_sparse_launch"):
+        assert result["cache_hits"][name] >= 2, (name, result["cache_hits"])
+    assert "before/after" in format_host_overhead(result)
