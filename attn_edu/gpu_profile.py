@@ -3,7 +3,7 @@ r"""A GPU profile (run the GPU at hand under a T4's limits) and the sizes of the
 **The profile.** ``ATTN_EDU_GPU_PROFILE=t4`` (:data:`PROFILE_ENV`) makes a bigger GPU behave,
 for this package, as Colab's default GPU, an NVIDIA T4 (:data:`PROFILES`): when it is applied,
 
-* memory is capped to 15 GB (10^9 bytes, :attr:`GPUProfile.memory_bytes`: a T4 has 16 GB,
+* memory is capped to 15 GB (10^9 bytes, ``GPUProfile.memory_bytes``: a T4 has 16 GB,
   of which the driver and the CUDA context take some) with
   ``torch.cuda.set_per_process_memory_fraction(15e9 / total)`` on every visible GPU, so an
   allocation past 15 GB fails with ``OutOfMemoryError`` as it would on a T4;
@@ -18,13 +18,13 @@ for this package, as Colab's default GPU, an NVIDIA T4 (:data:`PROFILES`): when 
 * PyTorch's SDPA loses the backends a T4 does not have (FlashAttention-2 and cuDNN attention
   need compute capability 8.0): ``torch.backends.cuda.enable_flash_sdp(False)`` and
   ``enable_cudnn_sdp(False)`` for its own choice, and :func:`attn_edu.bench.sdpa_backends`
-  leaves them out (:attr:`GPUProfile.sdpa_missing`).
+  leaves them out (``GPUProfile.sdpa_missing``).
 
 What it does not change: Triton compiles for the GPU it runs on (its driver is started
 before the patch and keeps torch's own capability; an H200's kernels use its tensor cores
 whatever configuration the package chose), so the *times* measured under the profile are the
 bigger GPU's. A T4's time is estimated instead (:func:`t4_estimates`). The profile is applied
-once per process, by :func:`attn_edu.setup_notebook` (every chapter's first cell), by
+once per process, by :func:`attn_edu.notebook.setup_notebook` (every chapter's first cell), by
 ``python -m attn_edu.bench`` and at the first :func:`gpu_info` (a branch's sizes); later calls
 do nothing, :func:`remove_profile` undoes it. Without the variable nothing changes; a value
 that is not a profile's name is a ValueError.

@@ -4,7 +4,7 @@ English is the source language: every string the package shows (a checker's mess
 live explorer's note, alt text, a figure's title and labels) is written in English and
 wrapped in ``_()``, which is :func:`gettext` (or :func:`ngettext` where it counts something), or
 marked with :func:`N_` where it is a constant. A translation is a gettext catalog, ``attn_edu/locale/<catalog>/LC_MESSAGES/attn_edu.po``, compiled to the
-``.mo`` beside it, which Python's standard :mod:`gettext` reads: no third-party package at
+``.mo`` beside it, which Python's standard ``gettext`` reads: no third-party package at
 run time (Colab installs ``attn_edu`` with pip from git, and the ``.mo`` is package data).
 A third language is a catalog and a line in :data:`LANGUAGES`, not a code change.
 

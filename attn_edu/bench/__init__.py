@@ -60,7 +60,7 @@ One module per part, all reachable from here (``attn_edu.bench.X``):
 """
 from __future__ import annotations
 
-from . import block_sparse, check, cli, decode, env, figures, goals, measure, published, registry, results, submission, sweep, validate
+from . import block_sparse, check, cli, decode, env, figures, goals, host, measure, published, registry, results, submission, sweep, validate
 from .block_sparse import *  # noqa: F401,F403  (each module's __all__)
 from .check import *  # noqa: F401,F403
 from .decode import *  # noqa: F401,F403
@@ -69,6 +69,7 @@ from .env import *  # noqa: F401,F403
 from .figures import *  # noqa: F401,F403
 from .goals import *  # noqa: F401,F403
 from .measure import *  # noqa: F401,F403
+from .host import *  # noqa: F401,F403
 from .published import *  # noqa: F401,F403
 from .registry import *  # noqa: F401,F403
 from .sweep import *  # noqa: F401,F403
@@ -77,7 +78,8 @@ from .submission import *  # noqa: F401,F403
 from .validate import *  # noqa: F401,F403
 
 __all__ = (registry.__all__ + env.__all__ + sweep.__all__ + goals.__all__
-           + block_sparse.__all__ + check.__all__ + decode.__all__ + measure.__all__ + published.__all__
+           + block_sparse.__all__ + check.__all__ + decode.__all__ + measure.__all__ + host.__all__
+           + published.__all__
            + figures.__all__ + validate.__all__ + submission.__all__
            + results.__all__
            + cli.__all__)
@@ -108,6 +110,14 @@ DATA_DIR = sweep.DATA_DIR
 FLOP_FORMULA = sweep.FLOP_FORMULA
 #: The goals, each with its comparison, its target and what is measured (``attn_edu.bench.goals``).
 GOALS = goals.GOALS
+#: Who measured a run ("maintainers" or "submitted"), as each edition labels it (``attn_edu.bench.figures``).
+LABELS = figures.LABELS
+#: Where submitted runs live, one folder a run (``attn_edu.bench.submission``).
+SUBMISSIONS_DIR = submission.SUBMISSIONS_DIR
+#: The "Results by GPU" page's words in each edition (``attn_edu.bench.results``).
+WORDS = results.WORDS
+#: The calls ``--host-overhead`` times, by name (``attn_edu.bench.host``).
+HOST_CASES = host.HOST_CASES
 #: The tile of the CPU goals, 256 x 256 (``attn_edu.bench.goals``).
 GOAL_BLOCK = goals.GOAL_BLOCK
 #: Where the recorded decode sweeps live, ``attn_edu/data/bench/decode/`` (``attn_edu.bench.decode``).

@@ -34,7 +34,7 @@ def correctness_document(records: List[Dict[str, Any]], dry_run: bool = False,
                          command: Optional[str] = None) -> Dict[str, Any]:
     """The ``correctness`` document of :func:`gpu_correctness`'s records (``--correctness
     --out FILE``): the device, versions and commit, the shape and dtype, every case and
-    ``passed`` (all of them). A submission must carry one (:mod:`attn_edu.bench.validate`)."""
+    ``passed`` (all of them). A submission must carry one (``attn_edu.bench.validate``)."""
     from .env import environment
     from .sweep import SCHEMA
 

@@ -61,6 +61,10 @@ def __getattr__(name):  # the entry-point modules load on first use, so that ``p
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def __dir__():  # the lazy names too, as dir() and the API page's autodoc list a module's members
+    return sorted(set(globals()) | set(_LAZY))
+
+
 # Re-bound here with a doc comment: autodoc documents a module's data only where it is assigned.
 #: The sequence layouts across ranks.
 LAYOUTS = LAYOUTS

@@ -103,6 +103,9 @@ BLOCK_SIZES = (16, 256)
 
 #: True when this module's kernel was wrapped by Triton's interpreter (CPU tensors).
 INTERPRETED = triton is not None and _interpret.requested()
+#: The names of the Triton kernels this module launches (``attn_edu.bench.host`` replaces them
+#: with a no-op to time the package's own Python per call, the launches stubbed out).
+LAUNCHED = ("_block_sparse_fwd_kernel",)
 
 
 # --------------------------------------------------------------------------------------

@@ -77,6 +77,11 @@ LIMITS = _targets.KernelLimits("the Triton decode kernel", "attn_edu.decoding.sp
 # ----------------------------------------------------------------------------
 # Kernels
 # ----------------------------------------------------------------------------
+#: The names of the Triton kernels this module launches (``attn_edu.bench.host`` replaces them
+#: with a no-op to time the package's own Python per call, the launches stubbed out).
+LAUNCHED = ("_split_kernel", "_reduce_kernel")
+
+
 @jit
 def _split_kernel(Q, K, V, SeqLens, OPart, MPart, LPart,
                   stride_qb, stride_qh, stride_qm, stride_qd,

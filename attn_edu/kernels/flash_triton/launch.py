@@ -101,8 +101,8 @@ BWD_CONFIGS_CUDA = [
 ]
 
 
-#: The backward's autotune space per GPU family (80: compute capability 8.x, 90: 9.0 and
-#: newer) and head-dimension bucket (64: d <= 64, 128 above), as (BLOCK_M, BLOCK_N,
+#: The backward's autotune space per GPU family (80 for compute capability 8.x, 90 for 9.0
+#: and newer) and head-dimension bucket (64 for d <= 64, 128 above), as (BLOCK_M, BLOCK_N,
 #: num_warps, num_stages) of the dK/dV kernel (the dQ kernel swaps the two blocks): the
 #: configurations that spill no register in either kernel in ``python -m attn_edu.kernels.report``
 #: (Triton 3.9), at most three, so a reader's first backward compiles at most six kernels.
@@ -136,7 +136,7 @@ def backward_configs(capability: Tuple[int, int], head_dim: int = 64, precision:
     return list(configs)
 
 
-#: What the backward's autotuner keys on: lengths, heads, head dims, causality, precision
+#: What the backward's autotuner keys on, lengths, heads, head dims, causality and precision
 #: (Triton adds the dtypes); the two kernels are tuned each on its own.
 BWD_AUTOTUNE_KEY = ["H", "LQ", "LK", "HEAD_DK", "HEAD_DV", "CAUSAL", "INPUT_PRECISION"]
 
