@@ -446,7 +446,8 @@ def test_cuda_graph_timing_captures_once_and_replays_with_a_stand_in(monkeypatch
 
 
 def test_contributing_compile_counts_follow_the_autotune_configs():
-    # CONTRIBUTING.md's table of forward compiles per GPU follows the autotuner's search space:
+    # CONTRIBUTING.md's table of compiles per GPU follows the autotuners' search spaces (the
+    # backward's configurations per kernel beside the forward's):
     # five forward specializations (d = 64 non-causal and causal, d = 128, and the
     # correctness step's ragged length, causal and not), four of them at d = 64
     pytest.importorskip("torch")
@@ -458,11 +459,14 @@ def test_contributing_compile_counts_follow_the_autotune_configs():
     guide = (ROOT / "CONTRIBUTING.md").read_text()
     assert "**Measured on an NVIDIA H100 80GB HBM3 (2026-11-26" in guide   # the run it reports
     for example, arch in (("T4", "sm_75"), ("A100", "sm_80"), ("H100", "sm_90a")):
-        row = re.search(rf"^\| {example} \({arch}, \w+\) \| (\d+) / (\d+) \| (\d+) \|", guide, re.M)
+        row = re.search(rf"^\| {example} \({arch}, \w+\) \| (\d+) / (\d+) \| (\d+) / (\d+) \| (\d+) \|",
+                        guide, re.M)
         assert row, f"CONTRIBUTING.md has no compile-count row for the {example}"
         t = TARGETS[arch]
-        n64, n128 = (len(ft.forward_configs(divmod(t.capability, 10), d, t.shared_memory, 2)) for d in (64, 128))
-        assert [int(x) for x in row.groups()] == [n64, n128, 4 * n64 + n128], example
+        cc = divmod(t.capability, 10)
+        n64, n128 = (len(ft.forward_configs(cc, d, t.shared_memory, 2)) for d in (64, 128))
+        b64, b128 = (len(ft.backward_configs(cc, d)) for d in (64, 128))   # the backward's, per kernel
+        assert [int(x) for x in row.groups()] == [n64, n128, b64, b128, 4 * n64 + n128], example
 
 
 @pytest.mark.skipif(bench.cuda_available(), reason="the dry run is the CPU's (the interpreter)")

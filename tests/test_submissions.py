@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from attn_edu.bench import document_label, gpu_spec
-from attn_edu.bench.submission import SUBMISSIONS_DIR, make_submission, submitted_runs
-from attn_edu.bench.sweep import DATA_DIR
-from attn_edu.bench.validate import GRANDFATHERED_DIRTY, validate_document, validate_main, validate_path
-from attn_edu.decoding import GPU_TABLE, match_gpu
+pytest.importorskip("jsonschema")  # validate's schema check (requirements.txt; not a package dependency)
 
-from fake_runs import write_t4_run
+from attn_edu.bench import document_label, gpu_spec  # noqa: E402
+from attn_edu.bench.submission import SUBMISSIONS_DIR, make_submission, submitted_runs  # noqa: E402
+from attn_edu.bench.sweep import DATA_DIR  # noqa: E402
+from attn_edu.bench.validate import GRANDFATHERED_DIRTY, validate_document, validate_main, validate_path  # noqa: E402
+from attn_edu.decoding import GPU_TABLE, match_gpu  # noqa: E402
+
+from fake_runs import write_t4_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 H100_D64 = json.loads((DATA_DIR / "gpu_NVIDIA_H100_80GB_HBM3_d64.json").read_text())

@@ -61,9 +61,10 @@ _DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch
 
 def seeded_shard(name: str, lead: Sequence[int], head_dim: int, rows: Sequence[int], seed: int = 0,
                  dtype: torch.dtype = torch.float32, device: Any = "cpu") -> torch.Tensor:
-    """Rows ``rows`` (global positions) of the seeded tensor ``name``: shape (*lead, len(rows), d).
+    """Rows ``rows`` (global positions) of the seeded tensor ``name``, of shape
+    ``(*lead, len(rows), d)``.
 
-    Positions come in blocks of :data:`BLOCK`; block ``b`` of tensor ``name`` is standard
+    Positions come in blocks of ``BLOCK`` (this module's); block ``b`` of tensor ``name`` is standard
     normal numbers from NumPy's generator seeded with ``(seed, name, b)``, whoever draws
     it. A rank draws only the blocks its positions fall in (its shard's chunks are
     contiguous runs), and the full tensor (:func:`seeded_full`) is the same numbers.
@@ -83,7 +84,7 @@ def seeded_shard(name: str, lead: Sequence[int], head_dim: int, rows: Sequence[i
 
 def seeded_full(name: str, lead: Sequence[int], head_dim: int, length: int, seed: int = 0,
                 dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """The whole seeded tensor (*lead, length, d) on the CPU: what the shards come from."""
+    """The whole seeded tensor, of shape ``(*lead, length, d)``, on the CPU: what the shards come from."""
     return seeded_shard(name, lead, head_dim, range(length), seed, dtype)
 
 
