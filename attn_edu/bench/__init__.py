@@ -118,6 +118,12 @@ SUBMISSIONS_DIR = submission.SUBMISSIONS_DIR
 WORDS = results.WORDS
 #: The calls ``--host-overhead`` times, by name (``attn_edu.bench.host``).
 HOST_CASES = host.HOST_CASES
+#: Who may have measured a document, its ``measured_by`` field (``attn_edu.bench.submission``).
+MEASURED_BY = submission.MEASURED_BY
+#: The JSON Schema of every document kind, ``attn_edu/data/schema/bench.schema.json`` (``attn_edu.bench.validate``).
+SCHEMA_FILE = validate.SCHEMA_FILE
+#: The maintainers' recordings from a dirty working tree that validate still accepts, by commit (``attn_edu.bench.validate``).
+GRANDFATHERED_DIRTY = validate.GRANDFATHERED_DIRTY
 #: The tile of the CPU goals, 256 x 256 (``attn_edu.bench.goals``).
 GOAL_BLOCK = goals.GOAL_BLOCK
 #: Where the recorded decode sweeps live, ``attn_edu/data/bench/decode/`` (``attn_edu.bench.decode``).

@@ -99,6 +99,8 @@ def results_table(runs: Sequence[Dict[str, Any]], lang: str = "en") -> List[List
 
 
 def table_markdown(table: List[List[str]], lang: str = "en") -> str:
+    """The rows of ``results_table`` as a markdown table, headed in the edition's language
+    (``lang``: ``"en"`` or ``"zh"``); a ``|`` inside a cell becomes ``/``."""
     head = _w("columns", lang)
     lines = [f"| {head} |", "|" + " --- |" * (head.count("|") + 1)]
     lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in table]
