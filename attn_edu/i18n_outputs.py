@@ -39,8 +39,10 @@ from .i18n import LANGUAGES, LOCALE_DIR, _check_lang, current_language
 __all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER", "TEXT_KEYS",
            "plotly_strings", "translate_plotly", "ALLOWED_WORDS", "english_words"]
 
-#: a number as the skeleton sees it: not glued to a letter, ``_``, a digit or a ``.`` before it
-NUMBER = re.compile(r"\s*(?<![A-Za-z_\d.])[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:[eE][-+]?\d+)?")
+#: a number as the skeleton sees it: not glued to a letter, ``_``, ``#``, a digit or a ``.``
+#: before it (an ``x`` or ``×`` alone before it is a factor: ``x0.62``), and a ``.`` after it
+#: only with digits (a sentence's full stop, NumPy's ``2.`` and ``0..3`` stay text)
+NUMBER = re.compile(r"\s*(?:(?<![A-Za-z_\d.#])|(?<=(?<![A-Za-z])[x×]))[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 _merged: dict[str, dict[str, str]] = {}
 
