@@ -154,7 +154,7 @@ ALLOWED_WORDS = frozenset("""
     SDPA FlashAttention FA FA2 FA3 TMA wgmma mma ncu nvidia smi PCIe SXM NVLink RTX
     float half bfloat bf fp int uint dtype dtypes cpu cuda cuda:0 gloo nccl torchrun
     max min std var mean sqrt exp log lse argmax softmax diff abs sum tol rtol atol
-    attn_edu sdpa naive KV QK PV RoPE ALiBi GQA MQA MHA LSE RMS
+    attn_edu sdpa KV QK PV RoPE ALiBi GQA MQA MHA LSE RMS
     Q K V O P S A B H L N W T M X Y Z q k v o p s x y z d n b h e i j t l m r c
     True False None NaN nan inf Inf OK ok vs
 """.split())
