@@ -309,7 +309,8 @@ def quantization_explorer(q, k, v, formats: Sequence[str] = ("int2", "int3", "in
 def decode_bandwidth_figure(doc: dict, timing: str = "call"):
     """The bandwidth one decode step achieves (KV-cache bytes read / time) against the cache
     length, one line per implementation and batch size, from a
-    :func:`attn_edu.bench.decode_sweep` document; the title names the device and date.
+    :func:`attn_edu.bench.decode_sweep` document; the title names the device and date, and for
+    a recorded run who measured it (its ``measured_by``, :func:`attn_edu.bench.label`).
 
     ``timing="call"`` divides by the median time of an ordinary call (``median_ms``, launch
     overhead included: ``gb_per_s``); ``timing="graph"`` by the step's time replayed from a
@@ -341,10 +342,16 @@ def decode_bandwidth_figure(doc: dict, timing: str = "call"):
                         line=dict(color=_COLOURS[impls.index(impl) % 8], dash="solid" if batch == 1 else "dot"))
     dev, cfg = doc["device"], doc.get("config", {})
     how = _("replayed from a CUDA graph") if timing == "graph" else _("one ordinary call")
+    who = ""
+    if doc.get("measured_by") in ("maintainers", "submitted"):   # a recorded run: who measured it
+        from .bench.figures import label
+        from .i18n import current_language
+
+        who = ", " + label(doc["measured_by"], current_language())
     fig.update_layout(
         height=420, xaxis=dict(type="log", title=_("KV-cache length (tokens)")),
         yaxis=dict(title=_("GB/s read from the KV cache ({how})").format(how=how)),
         title=(_("One decode step, measured on {gpu} ({kind}), {date}").format(
                    gpu=dev["name"], kind=dev["kind"], date=doc["date"][:10]) + "<br>"
-               f"H_q={cfg.get('heads')}, H_kv={cfg.get('kv_heads')}, d={cfg.get('d')}, {cfg.get('dtype')}"))
+               f"H_q={cfg.get('heads')}, H_kv={cfg.get('kv_heads')}, d={cfg.get('d')}, {cfg.get('dtype')}{who}"))
     return fig

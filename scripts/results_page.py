@@ -4,9 +4,12 @@
     python scripts/results_page.py [--data DIR] [--submissions DIR] [--out BOOKDIR]
 
 Built from the maintainers' recorded runs (attn_edu/data/bench/) and every submitted folder
-(attn_edu/data/submissions/, attn_edu.bench.submitted_runs): a table per run, dtype, d,
-causal and implementation, and a plotly figure with a (d, causal) menu that works on the
-static page (the book's extension loads plotly.js where the figure is). scripts/build-book.sh
+(attn_edu/data/submissions/, attn_edu.bench.submitted_runs): a plotly figure with a
+(d, causal) menu that works on the static page (the book's extension loads plotly.js where
+the figure is), then a section per run: its GPU and date, one line of what the run shares
+(who measured it, commit, versions, dtype, the datasheet peak) and a table of four columns per
+setting (implementation, TFLOP/s at 4k and 16k, share of peak; bench.table_markdown), which
+fits a page at 1280 px and a 390 px phone. scripts/build-book.sh
 runs it before building, so the page always shows every folder; the Chinese page carries the
 English page's sha in its first line (scripts/zh.py). The words: attn_edu.bench.results.WORDS
 and attn_edu.bench.figures.LABELS.
@@ -27,14 +30,17 @@ TEXT = {
            "(\"{maintainers}\") and the runs readers submitted (\"{submitted}\": checked by "
            "`python -m attn_edu.bench validate` against the schema and the GPU's datasheet, not "
            "re-measured by us). TFLOP/s count the matmul FLOPs, 4n²d per head, half of that when causal; the "
-           "share of peak is against the GPU's dense 16-bit tensor-core peak. Submit yours: "
+           "share of peak is against the GPU's dense 16-bit tensor-core peak. Below the figure, a "
+           "section per run: a table per setting, of TFLOP/s at n = 4096 (4k) and 16384 (16k) and the "
+           "share of the peak at 16k. Submit yours: "
            "`bash scripts/gpu-bench.sh --submission` (`CONTRIBUTING.md`, \"Submit your GPU's numbers\").\n\n"
            "Runs: {n_runs}; GPUs: {n_gpus}.\n\n"),
     "zh": ("# 各 GPU 上的结果 / Results by GPU\n\n"
            "本书见过的每块 GPU 上注意力前向的吞吐：维护者的测量（“{maintainers}”）和读者提交的测量"
            "（“{submitted}”：由 `python -m attn_edu.bench validate` 按模式和该 GPU 的数据手册检查过，"
            "我们没有重新测量）。TFLOP/s 只计矩阵乘法的 FLOPs，每头 4n²d，因果时减半；峰值占比相对于该 GPU "
-           "的稠密 16 位张量核心峰值。提交你的结果：`bash scripts/gpu-bench.sh --submission`"
+           "的稠密 16 位张量核心峰值。图下每次运行一节：每种设置一张表，列出 n = 4096（4k）和 16384（16k）"
+           "时的 TFLOP/s，以及 16k 时的峰值占比。提交你的结果：`bash scripts/gpu-bench.sh --submission`"
            "（见 `CONTRIBUTING.md` 的 “Submit your GPU's numbers”）。\n\n"
            "共 {n_runs} 次运行，{n_gpus} 块 GPU。\n\n"),
 }
@@ -51,7 +57,8 @@ def page(lang: str, runs) -> str:
     html = _make_renderer_class()(plotly_json=False).to_mimebundle(results_figure(runs, lang).to_dict())["text/html"]
     stable = "attn-edu-plotly-" + hashlib.sha256(f"results-{lang}".encode()).hexdigest()[:12]
     html = html.replace(html.split('id="', 1)[1].split('"', 1)[0], stable)   # the same page, the same id
-    return head + table_markdown(results_table(runs, lang), lang) + "\n\n```{raw} html\n" + html + "\n```\n"
+    # the figure first (every GPU, a menu for d and the mask), then a section per run
+    return head + "```{raw} html\n" + html + "\n```\n\n" + table_markdown(results_table(runs, lang), lang)
 
 
 def write(book: Path, data=None, submissions=None) -> tuple:

@@ -1,21 +1,26 @@
 """A fabricated second GPU's run for tests: a T4-like folder (float16 only, no torch_naive),
-made from the recorded H100 sweeps with the T4's name and times scaled to its datasheet."""
+made from the recorded H100 sweeps with the T4's name and times scaled to its datasheet; and
+its decode sweep (chapter 13), the H100's scaled to the T4's memory bandwidth."""
 from __future__ import annotations
 
 import copy
 import json
 from pathlib import Path
 
+from attn_edu.bench.decode import DECODE_DIR
 from attn_edu.bench.sweep import DATA_DIR
 
 T4_COMMIT = "1234567890abcdef1234567890abcdef12345678"
 
 
+T4_DEVICE = {"kind": "cuda", "name": "Tesla T4", "cuda": "12.2", "memory_bytes": 15828320256}
+
+
 def t4_document(src: str, scale: float = 65 / 989 / 2) -> dict:
     """A recorded H100 document as a T4 would have written it (fabricated, for tests only)."""
     doc = copy.deepcopy(json.loads((DATA_DIR / src).read_text()))
-    doc.update(device={"kind": "cuda", "name": "Tesla T4", "cuda": "12.2", "memory_bytes": 15828320256},
-               git_commit=T4_COMMIT, git_dirty=False, date="2026-12-01T10:00:00+00:00", measured_by="submitted")
+    doc.update(device=dict(T4_DEVICE), git_commit=T4_COMMIT, git_dirty=False,
+               date="2026-12-01T10:00:00+00:00", measured_by="submitted")
     doc.get("config", {})["dtype"] = "float16"
     rows = [r if not (r.get("peak_bytes") or 0) > 15e9 else  # does not fit a T4's 15 GB
             {"impl": r["impl"], "n": r["n"], "error": "OutOfMemoryError: (fabricated)", "reason": "out_of_memory"}
@@ -54,3 +59,28 @@ def write_t4_run(out: Path, correct: bool = True) -> Path:
         (out / name.replace("NVIDIA_H100_80GB_HBM3", "Tesla_T4")).write_text(json.dumps(t4_document(name)))
     (out / "correctness_Tesla_T4.json").write_text(json.dumps(correctness_doc(correct)))
     return out
+
+
+def t4_decode_document(scale: float = 320 / 3350) -> dict:
+    """The recorded H100 decode sweep as a T4 would have written it (fabricated, for tests
+    only): float16, every time divided by ``scale`` (the T4's 320 GB/s over the H100's 3.35 TB/s)."""
+    (src,) = sorted(DECODE_DIR.glob("decode_*H100*.json"))
+    doc = json.loads(src.read_text())
+    doc.update(device=dict(T4_DEVICE), git_commit=T4_COMMIT, git_dirty=False,
+               date="2026-12-01T10:05:00+00:00", measured_by="submitted")
+    doc["config"]["dtype"] = "float16"
+    for r in doc["results"]:
+        for key in ("median_ms", "min_ms", "graph_median_ms"):   # host_median_ms: the CPU's, kept
+            if r.get(key):
+                r[key] /= scale
+        if r.get("gb_per_s"):
+            r["gb_per_s"] *= scale
+    return doc
+
+
+def write_t4_decode(out: Path) -> Path:
+    """The T4-like decode sweep where a run writes it: ``out/decode/decode_Tesla_T4.json``."""
+    path = out / "decode" / "decode_Tesla_T4.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(t4_decode_document()))
+    return path

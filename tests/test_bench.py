@@ -244,6 +244,30 @@ def test_decode_sweep_records_a_labelled_cpu_dry_run():
                                                      if d["device"]["kind"] == "cuda"]
 
 
+def test_recorded_decode_results_follow_the_data_folder(tmp_path, monkeypatch):
+    """ATTN_EDU_BENCH_DATA (or data_dir) points chapter 13 at another folder's decode/, as a
+    GPU run's --out folder holds it; an empty folder has none, a stray file is skipped."""
+    import shutil
+
+    own = bench.recorded_decode_results()
+    assert [d["device"]["name"] for d in own] == ["NVIDIA H100 80GB HBM3"]
+    out = tmp_path / "run"
+    (out / "decode").mkdir(parents=True)
+    monkeypatch.setenv("ATTN_EDU_BENCH_DATA", str(out))
+    assert bench.recorded_decode_results() == []            # not the package's own H100 run
+    src = Path(own[0]["source"])
+    doc = {**json.loads(src.read_text()), "device": {"kind": "cuda", "name": "Tesla T4"}}
+    (out / "decode" / "decode_Tesla_T4.json").write_text(json.dumps(doc))
+    (out / "decode" / "notes.json").write_text("{}")
+    with pytest.warns(UserWarning, match="skipped notes.json"):
+        got, cpu = bench.recorded_decode_results("cuda"), bench.recorded_decode_results("cpu")
+    assert [d["device"]["name"] for d in got] == ["Tesla T4"] and cpu == []
+    other = tmp_path / "other"
+    shutil.copytree(src.parent, other / "decode")
+    assert [d["source"] for d in bench.recorded_decode_results(data_dir=other)] == [
+        str(other / "decode" / src.name)]                   # data_dir wins over the variable
+
+
 # ------------------------------------------------ the GPU's dtype and SDPA backend (issue: a T4)
 @pytest.mark.parametrize("capability, expected", [((7, 5), "float16"), ((8, 0), "bfloat16"),
                                                   ((8, 6), "bfloat16"), ((9, 0), "bfloat16")])

@@ -1,20 +1,24 @@
-"""Chapters 08, 10 and 11 draw and check any number of recorded documents from any GPU
+"""Chapters 08, 10, 11 and 13 draw and check any number of recorded documents from any GPU
 (issue 44): pointed (ATTN_EDU_BENCH_DATA) at the recorded H100 run plus a fabricated T4-like
-run (float16 only, no torch_naive, its long naive points out of memory), and at an empty
+run (float16 only, no torch_naive, its long naive points out of memory; its decode sweep the
+H100's scaled to the T4's bandwidth), at the T4-like run alone (chapter 13) and at an empty
 folder, the cells that read recorded sweeps run without an error. Only those cells run
-(tests/chapter_cells.py), about 20 s in all. Chapter 13 reads its decode sweep from the
-package's decode/ folder, which ATTN_EDU_BENCH_DATA does not redirect; its cell picks the
-H100 by attn_edu.decoding.match_gpu."""
+(tests/chapter_cells.py), about 20 s in all. Chapter 13 reads the folder's decode/, as a GPU
+run writes it (bench.recorded_decode_results); it holds the H100's run to the wave model
+of the text and prints the others'."""
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
 
 import chapter_cells
+from attn_edu.bench.decode import DECODE_DIR
 from attn_edu.bench.sweep import DATA_DIR
+from attn_edu.bench.validate import validate_document
 
-from fake_runs import write_t4_run
+from fake_runs import t4_decode_document, write_t4_decode, write_t4_run
 
 pytest.importorskip("plotly")
 pytest.importorskip("torch")
@@ -22,16 +26,24 @@ pytest.importorskip("torch")
 CH10 = ["922c0f4f", "134dc918", "d3df4340", "ch10-33b", "1d7c2e27", "ch10-37b"]
 
 
+def _point_at(folder: str, tmp_path, monkeypatch) -> str:
+    """ATTN_EDU_BENCH_DATA at a new folder: the recorded H100 run (its decode/ too) and the
+    T4-like one ("h100_and_t4"), the T4-like one alone ("t4_only") or nothing ("none")."""
+    out = tmp_path / "bench"
+    (out / "decode").mkdir(parents=True)
+    if folder == "h100_and_t4":
+        for f in [*DATA_DIR.glob("*.json"), *DECODE_DIR.glob("*.json")]:
+            shutil.copy(f, out / f.relative_to(DATA_DIR))
+    if folder != "none":
+        write_t4_run(out)
+        write_t4_decode(out)
+    monkeypatch.setenv("ATTN_EDU_BENCH_DATA", str(out))
+    return folder
+
+
 @pytest.fixture(params=["h100_and_t4", "none"])
 def data_dir(request, tmp_path, monkeypatch):
-    out = tmp_path / "bench"
-    out.mkdir()
-    if request.param == "h100_and_t4":
-        for f in DATA_DIR.glob("*.json"):
-            shutil.copy(f, out / f.name)
-        write_t4_run(out)
-    monkeypatch.setenv("ATTN_EDU_BENCH_DATA", str(out))
-    return request.param
+    return _point_at(request.param, tmp_path, monkeypatch)
 
 
 def _setup(chapter: str, k: int) -> list:
@@ -64,3 +76,35 @@ def test_chapter_11_draws_the_recorded_block_sparse_runs(data_dir):
     ids = chapter_cells.ids_until("11", 'bench.recorded_results(what="block_sparse")')
     ns, printed = chapter_cells.run("11", _setup("11", 2) + ids[-1:])
     assert len(ns["recorded_sparse"]) == (1 if data_dir != "none" else 0)
+
+
+def test_the_fabricated_t4_decode_sweep_is_a_plausible_submission():
+    doc = t4_decode_document()
+    assert [str(p) for p in validate_document(doc, "decode_Tesla_T4.json") if p.fatal] == []
+    assert max(r["gb_per_s"] for r in doc["results"] if "gb_per_s" in r) < 320   # the T4's 320 GB/s
+
+
+@pytest.mark.parametrize("folder", ["h100_and_t4", "t4_only", "none"])
+def test_chapter_13_sets_every_recorded_decode_run_against_the_model(folder, tmp_path, monkeypatch):
+    _point_at(folder, tmp_path, monkeypatch)
+    cells = chapter_cells.code_cells("13")
+    target = [cid for cid, _ in cells].index("ch13-32")
+    ids = [cells[i][0] for i in chapter_cells.needed([src for _, src in cells], [target])]
+    ns, printed = chapter_cells.run("13", ids)
+    names = [d["device"]["name"] for d in ns["decode_docs"]]
+    h100 = "NVIDIA H100 80GB HBM3 (GPU), 2026-11-26, measured by the maintainers, bfloat16:"
+    t4 = "Tesla T4 (GPU), 2026-12-01, submitted, not reproduced, float16:"
+    if folder == "none":   # the package's own H100 run is not read: the folder has none
+        assert names == [] and "No GPU decode run is recorded" in printed and "(GPU)" not in printed
+        return
+    assert "No GPU decode run is recorded" not in printed
+    assert names == (["NVIDIA H100 80GB HBM3", "Tesla T4"] if folder == "h100_and_t4" else ["Tesla T4"])
+    assert (h100 in printed) == (folder == "h100_and_t4") and t4 in printed
+    t4_part = printed.split(t4)[1]
+    # the T4's two batches at its longest cache, each split against one; the H100's wave model
+    # (its 132 SMs, its key block) is not applied to it
+    assert t4_part.count("65,536 cached tokens:") == 2 and "wave model" not in t4_part
+    assert printed.count("the wave model says") == (2 if folder == "h100_and_t4" else 0)
+    # the T4's bandwidth: its scaled times, about a tenth of the H100's TB/s
+    tb = [float(x) for x in re.findall(r"TB/s ours ([0-9.]+), PyTorch ([0-9.]+)", t4_part)[0]]
+    assert 0 < max(tb) < 0.32

@@ -121,3 +121,12 @@ def test_decode_bandwidth_figure_plots_the_measured_rows_with_the_device():
     assert "CUDA graph" in graph.layout.yaxis.title.text
     with pytest.raises(ValueError, match="timing must be"):
         vd.decode_bandwidth_figure(doc, timing="wall")
+    # a recorded run says who measured it (a live sweep, without measured_by, says nothing)
+    assert "measured by" not in fig.layout.title.text and "submitted" not in fig.layout.title.text
+    who = vd.decode_bandwidth_figure({**doc, "measured_by": "submitted"}).layout.title.text
+    assert who.endswith("<br>H_q=32, H_kv=8, d=128, bfloat16, submitted, not reproduced")
+    assert "measured by the maintainers" in vd.decode_bandwidth_figure({**doc, "measured_by": "maintainers"}
+                                                                     ).layout.title.text
+    from attn_edu.i18n import language
+    with language("zh"):
+        assert "读者提交" in vd.decode_bandwidth_figure({**doc, "measured_by": "submitted"}).layout.title.text

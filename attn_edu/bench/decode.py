@@ -6,13 +6,15 @@ the sweep under :data:`DECODE_DIR`, apart from the prefill sweeps chapters 08 an
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import profiling
 from ..kernels._interpret import requested as interpret_requested
 from .env import environment, gpu_half_dtype
 from .registry import ImplUnavailable
-from .sweep import DATA_DIR, SCHEMA, failure_reason, load_results
+from .sweep import DATA_DIR, SCHEMA, failure_reason, recorded_results
 
 __all__ = ["DECODE_DIR", "DECODE_IMPLS", "decode_sweep", "recorded_decode_results"]
 
@@ -155,9 +157,14 @@ def _graph_ms(fn, args, device: str) -> Tuple[Optional[float], Optional[str]]:
         return None, f"not captured: {type(err).__name__}: {str(err)[:200]}"
 
 
-def recorded_decode_results(kind: Optional[str] = None) -> List[Dict[str, Any]]:
-    """The decode sweeps committed under :data:`DECODE_DIR` (``kind="cuda"`` or ``"cpu"``
-    filters); an empty list when none is recorded."""
-    if not DECODE_DIR.is_dir() or not any(DECODE_DIR.glob("*.json")):
-        return []
-    return [d for d in load_results(DECODE_DIR) if kind is None or d["device"]["kind"] == kind]
+def recorded_decode_results(kind: Optional[str] = None,
+                            data_dir: Union[str, Path, None] = None) -> List[Dict[str, Any]]:
+    """The decode sweeps recorded under :data:`DECODE_DIR` (``kind="cuda"`` or ``"cpu"``
+    filters), any number from any GPU; an empty list when none is recorded.
+
+    ``data_dir`` (or the environment variable ``ATTN_EDU_BENCH_DATA``, as for
+    :func:`~attn_edu.bench.recorded_results`) reads the ``decode/`` folder of another one, as
+    a GPU run's ``--out`` folder or a submission holds it (``<folder>/decode/decode_<GPU>.json``).
+    A file there that is not a decode document is skipped with a warning naming it."""
+    root = Path(data_dir or os.environ.get("ATTN_EDU_BENCH_DATA") or DATA_DIR)
+    return recorded_results(kind, what="decode", data_dir=root / DECODE_DIR.name)

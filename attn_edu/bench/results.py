@@ -22,12 +22,19 @@ from .sweep import DATA_DIR, recorded_results
 
 __all__ = ["WORDS", "gpu_runs", "results_table", "results_figure", "table_markdown"]
 
-#: The page's words, per edition (the labels of who measured a run are ``figures.LABELS``).
+#: The page's words, per edition (the labels of who measured a run are ``figures.LABELS``):
+#: ``columns`` names the fields of a :func:`results_table` row, ``table`` the columns of a
+#: run's table on the page (:func:`table_markdown`).
 WORDS: Dict[str, Dict[str, str]] = {
     "columns": {"en": "GPU | measured | dtype | d | causal | implementation | TFLOP/s at 4k | TFLOP/s at 16k | "
                       "% of peak (16k) | versions | date | commit",
                 "zh": "GPU | 测量者 | 数据类型 | d | 因果 | 实现 | 4k 时 TFLOP/s | 16k 时 TFLOP/s | "
                       "峰值占比（16k） | 版本 | 日期 | 提交"},
+    "table": {"en": "implementation | TFLOP/s 4k | TFLOP/s 16k | % of peak",
+              "zh": "实现 | TFLOP/s 4k | TFLOP/s 16k | 峰值占比"},
+    "commit": {"en": "commit", "zh": "提交"},
+    "peak": {"en": "dense 16-bit peak {tflops:.0f} TFLOP/s (datasheet)",
+             "zh": "稠密 16 位峰值 {tflops:.0f} TFLOP/s（数据手册）"},
     "yes": {"en": "yes", "zh": "是"}, "no": {"en": "no", "zh": "否"},
     "failed": {"en": "correctness check FAILED on this GPU: no speeds shown",
                "zh": "正确性检查在此 GPU 上未通过：不显示速度"},
@@ -99,12 +106,52 @@ def results_table(runs: Sequence[Dict[str, Any]], lang: str = "en") -> List[List
 
 
 def table_markdown(table: List[List[str]], lang: str = "en") -> str:
-    """The rows of ``results_table`` as a markdown table, headed in the edition's language
-    (``lang``: ``"en"`` or ``"zh"``); a ``|`` inside a cell becomes ``/``."""
-    head = _w("columns", lang)
-    lines = [f"| {head} |", "|" + " --- |" * (head.count("|") + 1)]
-    lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in table]
-    return "\n".join(lines)
+    """The rows of :func:`results_table` as the page shows them, in the edition's language
+    (``lang``: ``"en"`` or ``"zh"``): a section per run (consecutive rows of one GPU, who
+    measured it, versions, date and commit), headed by the GPU; one line of what the run's
+    rows share (the date, who measured it, the commit, the versions, the dtypes, the GPU's
+    datasheet peak); then a table per setting, captioned as the figure's menu names it (d and
+    the mask; the dtype too where a run has several), of four columns (:data:`WORDS`
+    ``table``): the implementation, TFLOP/s at n = 4096 and 16384 and the share of the peak at
+    16384, the numbers right-aligned ("–" where not measured). One table of twelve columns was
+    cut off at 1280 px, and on a phone its Chinese headers stood one character a line. A run
+    whose correctness check failed gets its heading, its line and the failure, no table. A
+    ``|`` inside a cell becomes ``/``."""
+    runs: List[tuple] = []
+    for row in table:
+        key = (row[0], row[1], row[9], row[10], row[11])   # GPU, who, versions, date, commit
+        if not runs or runs[-1][0] != key:
+            runs.append((key, []))
+        runs[-1][1].append(row)
+
+    def cell(text: str) -> str:
+        return text.replace("|", "/")
+
+    out = []
+    for (gpu, who, versions, date, commit), rows in runs:
+        failed = any(r[2] == _w("failed", lang) for r in rows)
+        spec = gpu_spec(gpu)
+        dtypes = [] if failed else sorted({r[2] for r in rows})
+        facts = [date, who] + ([f"{_w('commit', lang)} `{commit}`"] if commit else []) + ([versions] if versions else [])
+        facts += [", ".join(dtypes)] if dtypes else []
+        facts += [_w("peak", lang).format(tflops=spec["tflops"])] if spec and not failed else []
+        out.append(f"## {gpu}\n\n" + " · ".join(f for f in facts if f) + "\n")
+        if failed:
+            out.append(f"**{_w('failed', lang)}**\n")
+            continue
+        settings: Dict[tuple, List[List[str]]] = {}
+        for r in rows:
+            settings.setdefault((r[2], r[3], r[4] in WORDS["yes"].values()), []).append(r)
+        for (dtype, d, causal), rs in settings.items():
+            caption = _w("menu", lang).format(d=d, c=_w("causal" if causal else "full", lang))
+            caption = f"{dtype}, {caption}" if len(dtypes) > 1 else caption
+            # a colon fence: scripts/zh.py holds the editions' skeletons alike, its caption aside
+            lines = [f":::{{table}} {caption}", ":align: left", ":class: attn-edu-results", "",
+                     f"| {_w('table', lang)} |", "| --- | ---: | ---: | ---: |"]
+            for r in rs:   # "–": not measured at that length (out of memory, or too slow)
+                lines.append("| " + " | ".join(cell(c) for c in (f"`{r[5]}`", *(c or "–" for c in r[6:9]))) + " |")
+            out.append("\n".join(lines) + "\n:::\n")
+    return "\n".join(out)
 
 
 def results_figure(runs: Sequence[Dict[str, Any]], lang: str = "en"):
