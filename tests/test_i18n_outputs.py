@@ -263,3 +263,83 @@ def test_the_page_walker_finds_english_in_output_areas_only(catalog, tmp_path):
                                      encoding="utf-8")
     texts = [t for _, t, _ in zh_outputs.page_offenders(page, tmp_path)]
     assert "attention weights" not in texts and "temperature T" not in texts
+
+
+@pytest.mark.parametrize("script", ["figures.js", "zoom.js"])
+def test_the_page_scripts_words_in_both_languages(script):
+    """The words figures.js and zoom.js write (aria-labels, fallback labels) come from a
+    table per page language: the Chinese one has every key, the same {placeholders}, and
+    Chinese words; the script writes no English of its own outside the table."""
+    import re
+
+    text = (REPO / "book" / "_static" / "attn-edu" / script).read_text(encoding="utf-8")
+    block = re.search(r"var WORDS = \{(.*?)\};", text, re.S).group(1)
+    en_part, zh_part = re.split(r'"zh-CN":', block)
+    pairs = [dict(re.findall(r'(\w+): "([^"]*)"', part)) for part in (en_part, zh_part)]
+    assert pairs[0] and set(pairs[0]) == set(pairs[1])
+    for key, en in pairs[0].items():
+        zh = pairs[1][key]
+        assert sorted(re.findall(r"\{\w+\}", en)) == sorted(re.findall(r"\{\w+\}", zh)), key
+        assert not re.search(r"[A-Za-z]{2,}", re.sub(r"\{\w+\}", "", zh)), (key, zh)
+        assert re.search(r"[\u4e00-\u9fff]", zh) or not re.sub(r"\{\w+\}|[:：\s]", "", zh), (key, zh)
+    code = text.replace(block, "")
+    for en in pairs[0].values():   # each phrase (of words: "menu" is also a plotly type) only in the table
+        literal = re.sub(r"\{\w+\}", "", en).strip(" :")
+        if " " in literal:
+            assert f'"{literal}' not in code and f"{literal}\"" not in code, literal
+
+
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_a_chinese_kernel_shows_chinese_outputs(tmp_path):
+    """setup_notebook(lang="zh") in a real kernel: a printed line, displayed Markdown, a
+    plotly figure and a matplotlib figure come out through the catalogs (here the entry
+    "Figure." -> "图。" of the package's own catalog, which the output lookup also reads);
+    setup_notebook() (English) leaves them as they are."""
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+    pytest.importorskip("plotly")
+    pytest.importorskip("matplotlib")
+    from nbclient import NotebookClient
+
+    from attn_edu.i18n import translate
+
+    zh = translate("Figure.", "zh")
+    assert zh != "Figure."
+    body = ("import matplotlib.pyplot as plt, plotly.graph_objects as go\n"
+            "from IPython.display import Markdown, display\n"
+            "print('Figure.'); print('not in any catalog')\n"
+            "display(Markdown('Figure.'))\n"
+            "go.Figure(layout={'title': {'text': 'Figure.'}}).show()\n"
+            "fig, ax = plt.subplots(); ax.set_title('Figure.'); plt.show()\n")
+
+    def run(setup: str) -> list:
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(f"%matplotlib inline\nimport attn_edu\n{setup}"),
+                    nbformat.v4.new_code_cell(body)]
+        NotebookClient(nb, timeout=120, kernel_name="python3",
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+        return nb.cells[1].outputs
+
+    env_before = dict(__import__("os").environ)
+    try:
+        __import__("os").environ.pop(io.ZH_RENDER_ENV, None)
+        __import__("os").environ["PYTHONPATH"] = str(REPO)
+        outputs = run('attn_edu.setup_notebook(lang="zh")')
+        english = run("attn_edu.setup_notebook()")
+    finally:
+        __import__("os").environ.clear()
+        __import__("os").environ.update(env_before)
+    stream = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert stream == f"{zh}\nnot in any catalog\n", stream
+    shown = [o for o in outputs if o.output_type == "display_data"]
+    assert shown[0].data["text/markdown"] == zh
+    plotly = next(o for o in shown if "application/vnd.plotly.v1+json" in o.data)
+    assert plotly.data["application/vnd.plotly.v1+json"]["layout"]["title"]["text"] == zh
+    embedded = json.loads(io.FIG_IN_HTML.search(plotly.data["text/html"]).group(2))
+    assert embedded["layout"]["title"]["text"] == zh
+    image = next(o for o in shown if "image/png" in o.data)
+    assert zh in image.metadata["image/png"]["alt"], image.metadata   # drawn with its Chinese title
+    stream = "".join(o.get("text", "") for o in english if o.output_type == "stream")
+    assert stream == "Figure.\nnot in any catalog\n"
+    assert "Figure." in next(o for o in english if "image/png" in o.get("data", {})).metadata["image/png"]["alt"]
