@@ -202,9 +202,9 @@ def plotly_alt_text(fig: Any) -> str:
 def _alt_metadata(fig: Any) -> tuple:
     """IPython mime-bundle formatter: no data, only the PNG's alternative text. In a kernel
     whose language is not English the figure's words are translated first, for good
-    (:func:`attn_edu.i18n_outputs.translate_figure`: the PNG drawn after this is in that
+    (``attn_edu.i18n_outputs.translate_figure``: the PNG drawn after this is in that
     language); in the book's English execution the output also carries the figure's Chinese
-    rendering (:func:`attn_edu.i18n_outputs.figure_renders`)."""
+    rendering (``attn_edu.i18n_outputs.figure_renders``)."""
     from . import i18n_outputs  # noqa: PLC0415
     from .i18n import current_language  # noqa: PLC0415
 

@@ -96,7 +96,9 @@ def translate_text(text: str, lang: str | None = None) -> str:
     key, numbers = skeleton(body)
     if numbers and key in entries:
         try:
-            return lead + entries[key].format(*numbers) + tail
+            # (a number keeps the spaces before it: a translation that moves it first
+            # would start with them)
+            return lead + entries[key].format(*numbers).strip() + tail
         except (IndexError, KeyError, ValueError):  # a broken entry shows the English
             return text
     return text
@@ -277,21 +279,29 @@ def _join(value) -> str:
     return "".join(value) if isinstance(value, list) else value
 
 
-def output_strings(output: dict):
-    """Every string one notebook output shows a reader (a printed line, a text node, a
-    figure's word, a matplotlib figure's text as recorded under :data:`META_KEY`)."""
+#: the mime types a page shows in place of ``text/plain`` (which it shows only without them)
+_RICH = ("text/html", "text/markdown", "image/png", "image/jpeg", "image/svg+xml", PLOTLY_MIME)
+
+
+def output_strings(output: dict, lang: str = "zh"):
+    """Every string one notebook output shows a reader of the ``lang`` edition before the
+    lookup: a printed line, a text node, a figure's word, ``text/plain`` where nothing richer
+    is shown, what the output carries for ``lang`` under :data:`META_KEY` in place of its
+    English (an explorer's stand-in), and a matplotlib figure's texts recorded there."""
     if output.get("output_type") == "stream":
         yield from _join(output.get("text", "")).splitlines()
         return
     data = output.get("data", {})
+    meta = (output.get("metadata") or {}).get(META_KEY) or {}
+    swap = meta.get(lang) or {}
     for mime, value in data.items():
+        value = swap.get(mime, value) if mime != "image/png" else value
         if mime == PLOTLY_MIME:
             yield from (s for _, s in plotly_strings(value))
         elif mime == "text/html":
             yield from html_strings(_join(value))
-        elif mime in ("text/markdown", "text/plain"):
+        elif mime == "text/markdown" or (mime == "text/plain" and not any(m in data for m in _RICH)):
             yield from _join(value).splitlines()
-    meta = (output.get("metadata") or {}).get(META_KEY) or {}
     yield from meta.get("texts", [])
 
 
@@ -385,16 +395,6 @@ def cjk_font() -> str | None:
     return None
 
 
-def _font_rc(lang: str) -> dict:
-    font = cjk_font() if lang == "zh" else None
-    if font is None:
-        return {}
-    import matplotlib as mpl  # noqa: PLC0415
-
-    rest = [f for f in mpl.rcParams["font.sans-serif"] if f != font]
-    return {"font.sans-serif": [font] + rest, "font.family": ["sans-serif"]}
-
-
 def _figure_text_objects(fig) -> list:
     from matplotlib.text import Text  # noqa: PLC0415
 
@@ -447,18 +447,25 @@ def _tickers(fig) -> list:
 
 def translate_figure(fig, lang: str | None = None) -> list:
     """Put ``fig``'s words in ``lang`` (default: the current language), for good: every
-    visible text, and its tick labels as they are drawn. Returns what to undo:
-    ``[(text, English)]`` and ``[(ticker, formatter)]`` pairs (:func:`translated_figure`)."""
+    visible text, its artists' labels, and its tick labels as they are drawn; every text
+    gets a CJK font after its own (Chinese). Returns what to undo (:func:`translated_figure`)."""
     lang = lang if lang is not None else current_language()
     if not catalog(lang):
         return []
     undo = []
+    cjk = cjk_font() if lang == "zh" else None
     for t in _figure_text_objects(fig):
         old = t.get_text()
         new = translate_lines(old, lang)  # a text of several lines, line by line
         if new != old:
             undo.append((t, old))
             t.set_text(new)
+        family = list(t.get_fontfamily())
+        if cjk is not None and cjk not in family:
+            # the text's own fonts first (Latin letters and symbols as in English), then the
+            # CJK font, which matplotlib's per-glyph fallback takes the Chinese characters from
+            undo.append((t, ("family", family)))
+            t.set_fontfamily(family + [cjk])
     for ax in fig.axes:  # the artists' labels, which the legend and the alt text read
         for artist in ax.get_children():
             label = artist.get_label() if hasattr(artist, "get_label") else None
@@ -478,6 +485,8 @@ def _undo(undo: list) -> None:
     for obj, old in reversed(undo):
         if isinstance(old, tuple) and old[0] == "label":
             obj.set_label(old[1])
+        elif isinstance(old, tuple) and old[0] == "family":
+            obj.set_fontfamily(old[1])
         elif hasattr(obj, "set_text"):
             obj.set_text(old)
         else:
@@ -489,13 +498,14 @@ import contextlib as _contextlib  # noqa: E402
 
 @_contextlib.contextmanager
 def translated_figure(fig, lang: str = "zh"):
-    """``with translated_figure(fig):`` the figure's words in ``lang`` and matplotlib's
-    sans-serif font a CJK one (:func:`cjk_font`) inside the block; as it was after."""
+    """``with translated_figure(fig):`` the figure's words in ``lang``, each text with a
+    CJK font after its own (:func:`cjk_font`, for matplotlib's per-glyph fallback), inside
+    the block; as it was after."""
     import matplotlib as mpl  # noqa: PLC0415
 
     undo = translate_figure(fig, lang)
     try:
-        with mpl.rc_context(_font_rc(lang)):
+        with mpl.rc_context({}):
             yield fig
     finally:
         _undo(undo)
@@ -536,11 +546,16 @@ def figure_renders(fig, png=None) -> dict:
     from .alt_text import figure_alt_text, figure_text_px  # noqa: PLC0415
     from .i18n import language  # noqa: PLC0415
 
+    import warnings  # noqa: PLC0415
+
     texts = figure_texts(fig)
     meta = {"texts": texts}
     if not catalog("zh"):
         return meta
-    with translated_figure(fig, "zh"), language("zh"):
+    # (a warning of the Chinese drawing, e.g. a glyph no font has, must not become an output
+    # of the English page)
+    with warnings.catch_warnings(), translated_figure(fig, "zh"), language("zh"):
+        warnings.simplefilter("ignore")
         data, md = (png or _png_of)(fig)
         zh = {"image/png": data, "alt": figure_alt_text(fig)}
         try:
@@ -602,12 +617,6 @@ def install_output_translation(lang: str, shell=None) -> bool:
         sys.stdout = sys.stdout._stream
     if lang != "en":
         sys.stdout = _TranslatingStream(sys.stdout, lang)
-        try:
-            import matplotlib as mpl  # noqa: PLC0415
-        except ImportError:
-            pass
-        else:
-            mpl.rcParams.update(_font_rc(lang))
     if shell is None:
         try:
             from IPython import get_ipython  # noqa: PLC0415

@@ -282,7 +282,7 @@ def setup_notebook(plotly: bool = True, lang: str = "en") -> str:
       Chinese twins' first cell); :func:`attn_edu.i18n.set_language`, a ValueError naming
       ``lang`` for anything else, raised before anything is set up. With ``"zh"`` the
       kernel also shows the chapter's outputs as the Chinese pages do
-      (:func:`attn_edu.i18n_outputs.install_output_translation`): printed lines, displayed
+      (``attn_edu.i18n_outputs.install_output_translation``): printed lines, displayed
       text, Markdown and HTML, plotly figures, and matplotlib figures (their words, in a CJK
       font) are looked up in the output catalogs; ``"en"`` installs nothing.
     """

@@ -206,7 +206,7 @@ def _static_html(state: "_Explorer", lang: Optional[str] = None) -> str:
     instead; the static book prefers this (no controls that cannot do anything there).
     ``lang`` (default: the current language): the note's language, and with ``"zh"`` the
     figures' Chinese renderings where the English execution made them
-    (:func:`attn_edu.i18n_outputs.figure_renders`).
+    (``attn_edu.i18n_outputs.figure_renders``).
     """
     import html
 
@@ -237,7 +237,7 @@ def _static_html(state: "_Explorer", lang: Optional[str] = None) -> str:
 def _static_renders(state: "_Explorer") -> Dict[str, Any]:
     """The bundle metadata of an explorer in the book's English execution: its stand-in in
     Chinese (figures drawn with Chinese words) and the English texts of its figures, under
-    :data:`attn_edu.i18n_outputs.META_KEY`; empty elsewhere."""
+    ``attn_edu.i18n_outputs.META_KEY``; empty elsewhere."""
     from .i18n_outputs import META_KEY
 
     metas = [((out.get("metadata") or {}).get(META_KEY) or {}) for out in state.output.outputs]
