@@ -463,9 +463,12 @@ def translate_figure(fig, lang: str | None = None) -> list:
         family = list(t.get_fontfamily())
         if cjk is not None and cjk not in family:
             # the text's own fonts first (Latin letters and symbols as in English), then the
-            # CJK font, which matplotlib's per-glyph fallback takes the Chinese characters from
+            # CJK font, which matplotlib's per-glyph fallback takes the Chinese characters from;
+            # a text with math ($...$) draws its words in its first font alone (mathtext has
+            # no fallback there): the CJK font first, where it has Chinese words
+            math = new.count("$") >= 2 and re.search(r"[\u3000-\u9fff\uff00-\uffef]", new)
             undo.append((t, ("family", family)))
-            t.set_fontfamily(family + [cjk])
+            t.set_fontfamily([cjk] + family if math else family + [cjk])
     for ax in fig.axes:  # the artists' labels, which the legend and the alt text read
         for artist in ax.get_children():
             label = artist.get_label() if hasattr(artist, "get_label") else None
@@ -533,6 +536,21 @@ def _png_of(fig) -> tuple:
     return data if isinstance(data, tuple) else (data, {})
 
 
+@_contextlib.contextmanager
+def _quiet_matplotlib():
+    """matplotlib's log (a CJK font without a bold face, a glyph no font has) silenced: the
+    Chinese drawing's messages must not become the English page's stderr output."""
+    import logging  # noqa: PLC0415
+
+    log = logging.getLogger("matplotlib")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 def figure_renders(fig, png=None) -> dict:
     """What an output of ``fig`` carries under :data:`META_KEY` in the English execution
     when :data:`ZH_RENDER_ENV` is set: the figure's English texts (for the catalogs) and its
@@ -554,7 +572,7 @@ def figure_renders(fig, png=None) -> dict:
         return meta
     # (a warning of the Chinese drawing, e.g. a glyph no font has, must not become an output
     # of the English page)
-    with warnings.catch_warnings(), translated_figure(fig, "zh"), language("zh"):
+    with warnings.catch_warnings(), _quiet_matplotlib(), translated_figure(fig, "zh"), language("zh"):
         warnings.simplefilter("ignore")
         data, md = (png or _png_of)(fig)
         zh = {"image/png": data, "alt": figure_alt_text(fig)}
@@ -617,6 +635,9 @@ def install_output_translation(lang: str, shell=None) -> bool:
         sys.stdout = sys.stdout._stream
     if lang != "en":
         sys.stdout = _TranslatingStream(sys.stdout, lang)
+        import logging  # noqa: PLC0415  (the CJK font has no bold face: say nothing of it)
+
+        logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     if shell is None:
         try:
             from IPython import get_ipython  # noqa: PLC0415

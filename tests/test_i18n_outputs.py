@@ -343,3 +343,24 @@ def test_a_chinese_kernel_shows_chinese_outputs(tmp_path):
     stream = "".join(o.get("text", "") for o in english if o.output_type == "stream")
     assert stream == "Figure.\nnot in any catalog\n"
     assert "Figure." in next(o for o in english if "image/png" in o.get("data", {})).metadata["image/png"]["alt"]
+
+
+def test_the_chinese_drawing_says_nothing_on_the_english_page(monkeypatch, capfd, caplog):
+    """A figure whose Chinese words sit beside math, in bold (the CJK font has no bold face):
+    drawn for the Chinese edition without a warning or a log line, which the English
+    execution would otherwise show as a stderr output under the English figure."""
+    import logging
+    import warnings
+
+    fig = _figure()
+    if io.cjk_font() is None:
+        pytest.skip("no CJK font (bash scripts/site.sh fonts)")
+    monkeypatch.setitem(io._merged, "zh", {"scale ={0} / $\\sqrt{{d_k}}$": "缩放因子 ={0} / $\\sqrt{{d_k}}$"})
+    monkeypatch.setenv(io.ZH_RENDER_ENV, "1")
+    fig.axes[0].set_title("scale = 0.25 / $\\sqrt{d_k}$", fontweight="bold")
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.DEBUG, logger="matplotlib"):
+        warnings.simplefilter("always")
+        meta = io.figure_renders(fig)
+    assert meta["zh"]["image/png"] and "缩放因子" in meta["zh"]["alt"]
+    assert not caught and not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert capfd.readouterr().err == ""
