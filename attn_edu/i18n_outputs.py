@@ -21,6 +21,10 @@ placeholders. A number is a run of digits (with ``,`` thousands, a fraction and 
 not glued to a letter, ``_`` or a digit before it: ``float32``, ``H100`` and ``sm_90a`` are
 names, not numbers. Leading and trailing spaces of the whole string are kept.
 
+(It has more than 600 lines: the one home of the output lookup, kept whole because the book's
+build, the catalogs' script and a live kernel must walk outputs, HTML, plotly JSON and
+matplotlib figures by the same rules; split, the rules would drift apart.)
+
 **The catalogs**: domain ``outputs`` (words many chapters share) and one domain per chapter,
 ``outputs_NN``, beside the package's own ``attn_edu`` domain in
 ``attn_edu/locale/<catalog>/LC_MESSAGES/``; all are read and merged (a chapter's entries first),
@@ -36,7 +40,7 @@ import html as _html
 import json
 import re
 
-from .i18n import LANGUAGES, LOCALE_DIR, _check_lang, current_language
+from .i18n import LANGUAGES, LOCALE_DIR, current_language
 
 __all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER", "TEXT_KEYS",
            "plotly_strings", "translate_plotly", "ALLOWED_WORDS", "english_words", "neutral",
@@ -44,10 +48,16 @@ __all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER",
            "translate_output", "translate_cell_outputs", "figure_texts", "translated_figure",
            "translate_figure", "cjk_font", "ZH_RENDER_ENV", "install_output_translation"]
 
-#: a number as the skeleton sees it: not glued to a letter, ``_``, a digit or a ``.`` before it
+#: a number as the skeleton sees it, not glued to a letter, ``_``, a digit or a ``.`` before it
 NUMBER = re.compile(r"\s*(?<![A-Za-z_\d.])[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:[eE][-+]?\d+)?")
 
 _merged: dict[str, dict[str, str]] = {}
+
+
+def _check_lang(lang: object) -> str:
+    if not isinstance(lang, str) or lang not in LANGUAGES:
+        raise ValueError(f"lang must be one of {sorted(LANGUAGES)}; got {lang!r}")
+    return lang
 
 
 def skeleton(text: str) -> tuple[str, list[str]]:
@@ -112,9 +122,9 @@ def translate_lines(text: str, lang: str | None = None) -> str:
 
 
 # --------------------------------------------------------------------------- plotly figures
-#: the keys of a plotly figure (its JSON) whose strings a reader sees: titles, names, labels,
-#: tick and hover texts, slider prefixes, and category names on an axis (``x``, ``y``); a
-#: ``"a.b.text"`` key (a slider step's update) counts by its last part
+#: the keys of a plotly figure (its JSON) whose strings a reader sees, i.e. titles, names,
+#: labels, tick and hover texts, slider prefixes, and category names on an axis (``x``,
+#: ``y``); a ``"a.b.text"`` key (a slider step's update) counts by its last part
 TEXT_KEYS = frozenset({"text", "name", "ticktext", "hovertemplate", "hovertext", "texttemplate",
                        "label", "prefix", "suffix", "title", "x", "y"})
 
@@ -150,8 +160,9 @@ def translate_plotly(fig, lang: str | None = None, key: str | None = None):
 
 
 # --------------------------------------------------------------------------- English left over
-#: words an output may show in any edition: units, names of libraries, devices and formats,
-#: and the short math names the formulas use (a word with a digit or ``_`` is a name already)
+#: words an output may show in any edition, i.e. units, names of libraries, devices and
+#: formats, and the short math names the formulas use (a word with a digit or ``_`` is a
+#: name already)
 ALLOWED_WORDS = frozenset("""
     MiB GiB KiB MB GB KB TB GB/s TB/s TFLOP TFLOPs FLOP FLOPs flop flops ms us µs ns Hz GHz MHz
     NumPy numpy PyTorch torch Triton triton CUDA cuDNN cuBLAS CPU GPU GPUs CPUs SM SMs HBM SRAM
@@ -354,7 +365,7 @@ def translate_cell_outputs(cell: dict, lang: str = "zh") -> list:
 
 
 # --------------------------------------------------------------------------- matplotlib
-#: set (to ``"1"``) by scripts/execute_chapters.py: the English execution also draws every
+#: set (to ``"1"``) by scripts/execute_chapters.py, so that the English execution also draws every
 #: matplotlib figure with its words in Chinese and keeps that PNG in the output's metadata
 #: (``{"attn_edu": {"zh": {"image/png": ..., "alt": ...}, "texts": [...]}}``), which the
 #: Chinese book shows instead (scripts/zh.py site); the English page is drawn as before
@@ -400,12 +411,14 @@ def _figure_text_objects(fig) -> list:
 
     if hasattr(fig, "draw_without_rendering"):  # tick labels get their text when drawn
         fig.draw_without_rendering()
-    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    # hidden ones too: the alt text reads an axis label a shared axis hides
+    return [t for t in fig.findobj(Text) if t.get_text().strip()]
 
 
 def figure_texts(fig) -> list:
-    """Every visible text of a matplotlib figure, in order, once each: suptitle, titles,
-    axis labels, tick labels, legend entries and title, annotations, colorbar labels."""
+    """Every text of a matplotlib figure, in order, once each: suptitle, titles, axis labels,
+    tick labels, legend entries and title, annotations, colorbar labels (hidden ones too,
+    which its alt text may read)."""
     return list(dict.fromkeys(t.get_text() for t in _figure_text_objects(fig)))
 
 
@@ -551,17 +564,18 @@ def _quiet_matplotlib():
         log.setLevel(level)
 
 
-def figure_renders(fig, png=None) -> dict:
+def figure_renders(fig, png=None, alt=None, text_px=None) -> dict:
     """What an output of ``fig`` carries under :data:`META_KEY` in the English execution
     when :data:`ZH_RENDER_ENV` is set: the figure's English texts (for the catalogs) and its
     Chinese PNG with its Chinese alt text. ``png(fig)``: how the PNG is drawn (default: the
-    inline backend's formatter). Empty when the variable is not set or the language is not
-    English (a Chinese kernel draws the figure in Chinese itself)."""
+    inline backend's formatter); ``alt(fig)`` and ``text_px(fig)``: the figure's alt text and
+    smallest text size (``attn_edu.alt_text``, which passes them: it imports this module).
+    Empty when the variable is not set or the language is not English (a Chinese kernel
+    draws the figure in Chinese itself)."""
     import os  # noqa: PLC0415
 
     if os.environ.get(ZH_RENDER_ENV) != "1" or current_language() != "en":
         return {}
-    from .alt_text import figure_alt_text, figure_text_px  # noqa: PLC0415
     from .i18n import language  # noqa: PLC0415
 
     import warnings  # noqa: PLC0415
@@ -575,11 +589,13 @@ def figure_renders(fig, png=None) -> dict:
     with warnings.catch_warnings(), _quiet_matplotlib(), translated_figure(fig, "zh"), language("zh"):
         warnings.simplefilter("ignore")
         data, md = (png or _png_of)(fig)
-        zh = {"image/png": data, "alt": figure_alt_text(fig)}
-        try:
-            zh["attn_edu_text_px"] = figure_text_px(fig)
-        except Exception:  # noqa: BLE001
-            pass
+        zh = {"image/png": data}
+        for key, describe in (("alt", alt), ("attn_edu_text_px", text_px)):
+            try:
+                if describe is not None:
+                    zh[key] = describe(fig)
+            except Exception:  # noqa: BLE001
+                pass
     meta["zh"] = zh
     return meta
 

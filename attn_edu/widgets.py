@@ -41,6 +41,9 @@ the tests run it on every chapter's explorers.
 
 ipywidgets, IPython and matplotlib are imported inside the functions, so
 ``import attn_edu`` needs NumPy only. First used in chapter 01.
+
+(It has more than 600 lines: an explorer, its static stand-in in both editions, and the
+check that its controls matter read the same private state, so they stay in one module.)
 """
 from __future__ import annotations
 
@@ -95,7 +98,7 @@ def _figure_output(fig: Any) -> Dict[str, Any]:
     if current_language() != "en":  # a Chinese kernel: the figure's words in Chinese
         i18n_outputs.translate_figure(fig)
     metadata = {"image/png": {ALT_KEY: figure_alt_text(fig)}}
-    renders = i18n_outputs.figure_renders(fig, png)  # the book's English execution: also in Chinese
+    renders = i18n_outputs.figure_renders(fig, png, alt=figure_alt_text)  # the book's English execution: also in Chinese
     if renders:
         metadata[i18n_outputs.META_KEY] = renders
     return {"output_type": "display_data", "metadata": metadata,
@@ -227,8 +230,13 @@ def _static_html(state: "_Explorer", lang: Optional[str] = None) -> str:
             figures.append(f"<pre>{html.escape(chr(10).join(out.get('traceback', [])))}</pre>")
         elif "text/plain" in data:
             figures.append(f"<pre>{html.escape(str(data['text/plain']))}</pre>")
-    shown = ", ".join(f"{html.escape(str(getattr(c, 'description', '') or name))} = "
-                      f"{html.escape(_value_text(c.value))}" for name, c in state.controls.items())
+    from .i18n_outputs import translate_text
+
+    def say(text: str) -> str:  # a control's name and value, in the stand-in's language
+        return translate_text(text, lang) if lang else text
+
+    shown = ", ".join(f"{html.escape(say(str(getattr(c, 'description', '') or name)))} = "
+                      f"{html.escape(say(_value_text(c.value)))}" for name, c in state.controls.items())
     note = (f'<p class="{NOTE_CLASS}">{live_note(shown, lang)} '
             f'<span class="{COLAB_SLOT_CLASS}"></span></p>')
     return f'<div class="{STATIC_CLASS}">{note}{"".join(figures)}</div>'

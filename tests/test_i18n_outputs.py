@@ -21,6 +21,15 @@ ENTRIES = {"attention weights": "注意力权重", "n ={0}: naive{1} MiB": "n = 
            "max|err|": "max|err|", "query{0}": "查询 {0}"}
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """The figures a test draws are closed after it (other tests count pyplot's figures)."""
+    yield
+    import sys as _sys
+    if "matplotlib.pyplot" in _sys.modules:
+        _sys.modules["matplotlib.pyplot"].close("all")
+
+
 @pytest.fixture
 def catalog(monkeypatch):
     """A small Chinese catalog in place of the committed ones (which translators fill)."""
@@ -191,7 +200,9 @@ def test_a_figure_is_drawn_translated_and_left_as_it_was(catalog, monkeypatch):
     assert io.figure_renders(fig) == {}                                     # not asked for
     monkeypatch.setenv(io.ZH_RENDER_ENV, "1")
     calls = []
-    meta = io.figure_renders(fig, lambda f: calls.append(io.figure_texts(f)) or ("PNG", {}))
+    from attn_edu.alt_text import figure_alt_text
+
+    meta = io.figure_renders(fig, lambda f: calls.append(io.figure_texts(f)) or ("PNG", {}), figure_alt_text)
     assert meta["texts"] == before and meta["zh"]["image/png"] == "PNG"
     assert "注意力权重" in calls[0] and "注意力权重" in meta["zh"]["alt"]
     assert io.figure_texts(fig) == before
@@ -360,7 +371,9 @@ def test_the_chinese_drawing_says_nothing_on_the_english_page(monkeypatch, capfd
     fig.axes[0].set_title("scale = 0.25 / $\\sqrt{d_k}$", fontweight="bold")
     with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.DEBUG, logger="matplotlib"):
         warnings.simplefilter("always")
-        meta = io.figure_renders(fig)
-    assert meta["zh"]["image/png"] and "缩放因子" in meta["zh"]["alt"]
+        from attn_edu.alt_text import figure_alt_text, figure_text_px
+
+        meta = io.figure_renders(fig, alt=figure_alt_text, text_px=figure_text_px)
+    assert meta["zh"]["image/png"] and "缩放因子" in meta["zh"]["alt"] and meta["zh"]["attn_edu_text_px"] > 0
     assert not caught and not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert capfd.readouterr().err == ""
