@@ -44,7 +44,7 @@ from .i18n import LANGUAGES, LOCALE_DIR, current_language
 
 __all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER", "TEXT_KEYS",
            "plotly_strings", "translate_plotly", "ALLOWED_WORDS", "english_words", "neutral",
-           "placeholder_problem", "CODE_OUTPUT_TAG", "translate_html", "html_strings", "output_strings",
+           "placeholder_problem", "CODE_OUTPUT_TAG", "META_KEY", "translate_html", "html_strings", "output_strings",
            "translate_output", "translate_cell_outputs", "figure_texts", "translated_figure",
            "translate_figure", "cjk_font", "ZH_RENDER_ENV", "install_output_translation"]
 
