@@ -221,7 +221,7 @@ def _alt_metadata(fig: Any) -> tuple:
         pass
     out = {"image/png": meta}
     try:
-        renders = i18n_outputs.figure_renders(fig, alt=figure_alt_text, text_px=figure_text_px)
+        renders = i18n_outputs.figure_renders(fig, alt=figure_alt_text)
     except Exception:  # noqa: BLE001  (the Chinese copy must never break the English figure)
         renders = {}
     if renders:

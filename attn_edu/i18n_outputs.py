@@ -458,16 +458,18 @@ def _tickers(fig) -> list:
     return out
 
 
-def translate_figure(fig, lang: str | None = None) -> list:
+def translate_figure(fig, lang: str | None = None, texts: list | None = None) -> list:
     """Put ``fig``'s words in ``lang`` (default: the current language), for good: every
-    visible text, its artists' labels, and its tick labels as they are drawn; every text
-    gets a CJK font after its own (Chinese). Returns what to undo (:func:`translated_figure`)."""
+    text (hidden ones too), its artists' labels, and its tick labels as they are drawn; every text
+    gets a CJK font after its own (Chinese). ``texts``: its Text objects, when the caller
+    has them (each look-up of them draws the figure). Returns what to undo
+    (:func:`translated_figure`)."""
     lang = lang if lang is not None else current_language()
     if not catalog(lang):
         return []
     undo = []
     cjk = cjk_font() if lang == "zh" else None
-    for t in _figure_text_objects(fig):
+    for t in texts if texts is not None else _figure_text_objects(fig):
         old = t.get_text()
         new = translate_lines(old, lang)  # a text of several lines, line by line
         if new != old:
@@ -482,8 +484,8 @@ def translate_figure(fig, lang: str | None = None) -> list:
             math = new.count("$") >= 2 and re.search(r"[\u3000-\u9fff\uff00-\uffef]", new)
             undo.append((t, ("family", family)))
             t.set_fontfamily([cjk] + family if math else family + [cjk])
-    for ax in fig.axes:  # the artists' labels, which the legend and the alt text read
-        for artist in ax.get_children():
+    for ax in fig.axes:  # the artists' labels (a bar chart's on its container), which the
+        for artist in [*ax.get_children(), *getattr(ax, "containers", [])]:  # legend and alt text read
             label = artist.get_label() if hasattr(artist, "get_label") else None
             if isinstance(label, str) and label and not label.startswith("_"):
                 new = translate_lines(label, lang)
@@ -513,20 +515,18 @@ import contextlib as _contextlib  # noqa: E402
 
 
 @_contextlib.contextmanager
-def translated_figure(fig, lang: str = "zh"):
+def translated_figure(fig, lang: str = "zh", texts: list | None = None):
     """``with translated_figure(fig):`` the figure's words in ``lang``, each text with a
     CJK font after its own (:func:`cjk_font`, for matplotlib's per-glyph fallback), inside
     the block; as it was after."""
     import matplotlib as mpl  # noqa: PLC0415
 
-    undo = translate_figure(fig, lang)
+    undo = translate_figure(fig, lang, texts)
     try:
         with mpl.rc_context({}):
             yield fig
     finally:
-        _undo(undo)
-        if hasattr(fig, "draw_without_rendering"):
-            fig.draw_without_rendering()  # the tick labels' English text again
+        _undo(undo)  # (the tick labels get their English text again at the next draw)
 
 
 def _png_of(fig) -> tuple:
@@ -564,12 +564,13 @@ def _quiet_matplotlib():
         log.setLevel(level)
 
 
-def figure_renders(fig, png=None, alt=None, text_px=None) -> dict:
+def figure_renders(fig, png=None, alt=None) -> dict:
     """What an output of ``fig`` carries under :data:`META_KEY` in the English execution
     when :data:`ZH_RENDER_ENV` is set: the figure's English texts (for the catalogs) and its
     Chinese PNG with its Chinese alt text. ``png(fig)``: how the PNG is drawn (default: the
-    inline backend's formatter); ``alt(fig)`` and ``text_px(fig)``: the figure's alt text and
-    smallest text size (``attn_edu.alt_text``, which passes them: it imports this module).
+    inline backend's formatter); ``alt(fig)``: the figure's alt text (``attn_edu.alt_text``,
+    which passes it: it imports this module). The figure is drawn once to find its texts and
+    once for the PNG (its smallest text size is the English one's: the same figure).
     Empty when the variable is not set or the language is not English (a Chinese kernel
     draws the figure in Chinese itself)."""
     import os  # noqa: PLC0415
@@ -580,22 +581,22 @@ def figure_renders(fig, png=None, alt=None, text_px=None) -> dict:
 
     import warnings  # noqa: PLC0415
 
-    texts = figure_texts(fig)
+    objects = _figure_text_objects(fig)
+    texts = list(dict.fromkeys(t.get_text() for t in objects))
     meta = {"texts": texts}
     if not catalog("zh"):
         return meta
     # (a warning of the Chinese drawing, e.g. a glyph no font has, must not become an output
     # of the English page)
-    with warnings.catch_warnings(), _quiet_matplotlib(), translated_figure(fig, "zh"), language("zh"):
+    with warnings.catch_warnings(), _quiet_matplotlib(), translated_figure(fig, "zh", objects), language("zh"):
         warnings.simplefilter("ignore")
         data, md = (png or _png_of)(fig)
         zh = {"image/png": data}
-        for key, describe in (("alt", alt), ("attn_edu_text_px", text_px)):
-            try:
-                if describe is not None:
-                    zh[key] = describe(fig)
-            except Exception:  # noqa: BLE001
-                pass
+        try:
+            if alt is not None:
+                zh["alt"] = alt(fig)
+        except Exception:  # noqa: BLE001
+            pass
     meta["zh"] = zh
     return meta
 

@@ -269,13 +269,21 @@ def page_strings(page_html: str, page_dir: Path | None = None):
             yield what, part
 
 
+def kept_words(lang: str = "zh") -> set:
+    """The Latin words the ``lang`` translations themselves keep (an example sentence's
+    tokens, a formula's symbols, a name: ``“the big dog barked” 的注意力权重``): not English
+    left over where a composed string (an alt text) shows them."""
+    return {w for value in io.catalog(lang).values() for w in io.english_words(value)}
+
+
 def page_offenders(page_html: str, page_dir: Path | None = None) -> list:
     """The strings of a built Chinese chapter's output areas (:func:`page_strings`) that
-    show English words (:func:`attn_edu.i18n_outputs.english_words`, less its allow-list)
-    and that no catalog declares language-neutral, each once: (what, string, words)."""
-    out, seen = [], set()
+    show English words (:func:`attn_edu.i18n_outputs.english_words`, less its allow-list and
+    the words a translation keeps, :func:`kept_words`) and that no catalog declares
+    language-neutral, each once: (what, string, words)."""
+    out, seen, kept = [], set(), kept_words()
     for what, text in page_strings(page_html, page_dir):
-        words = io.english_words(text)
+        words = [w for w in io.english_words(text) if w not in kept]
         if not words or text in seen or io.neutral(text, "zh"):
             continue
         seen.add(text)

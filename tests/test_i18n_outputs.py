@@ -180,6 +180,7 @@ def _figure():
 
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 2], label="row sum")
+    ax.bar([0.5], [1.5], width=0.1, label="keys")          # a bar chart's label is its container's
     ax.set_title("attention weights")
     ax.set_xlabel("keys")
     ax.legend()
@@ -205,6 +206,7 @@ def test_a_figure_is_drawn_translated_and_left_as_it_was(catalog, monkeypatch):
     meta = io.figure_renders(fig, lambda f: calls.append(io.figure_texts(f)) or ("PNG", {}), figure_alt_text)
     assert meta["texts"] == before and meta["zh"]["image/png"] == "PNG"
     assert "注意力权重" in calls[0] and "注意力权重" in meta["zh"]["alt"]
+    assert "图例：行和，键" in meta["zh"]["alt"], meta["zh"]["alt"]                  # both legend entries
     assert io.figure_texts(fig) == before
 
 
@@ -268,6 +270,7 @@ def test_the_page_walker_finds_english_in_output_areas_only(catalog, tmp_path):
     assert {"attention weights", "temperature T", "row sum", "keys", "low"} <= set(texts)   # the figure's
     assert not any("prose" in t or "code" in t or "kernel" in t or "red" in t for t in texts)
     assert "max|err|" not in texts                                          # neutral
+    assert "err" in zh_outputs.kept_words() and "English" not in zh_outputs.kept_words()
     # translated, the figure's words are gone from the list
     (tmp_path / "fig.js").write_text('(window.attnEduFigureData=window.attnEduFigureData||{})["a"]='
                                      '{"fig":' + json.dumps(io.translate_plotly(FIG, "zh")) + ',"config":{}};\n',
@@ -371,9 +374,9 @@ def test_the_chinese_drawing_says_nothing_on_the_english_page(monkeypatch, capfd
     fig.axes[0].set_title("scale = 0.25 / $\\sqrt{d_k}$", fontweight="bold")
     with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.DEBUG, logger="matplotlib"):
         warnings.simplefilter("always")
-        from attn_edu.alt_text import figure_alt_text, figure_text_px
+        from attn_edu.alt_text import figure_alt_text
 
-        meta = io.figure_renders(fig, alt=figure_alt_text, text_px=figure_text_px)
-    assert meta["zh"]["image/png"] and "缩放因子" in meta["zh"]["alt"] and meta["zh"]["attn_edu_text_px"] > 0
+        meta = io.figure_renders(fig, alt=figure_alt_text)
+    assert meta["zh"]["image/png"] and "缩放因子" in meta["zh"]["alt"]
     assert not caught and not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert capfd.readouterr().err == ""
