@@ -200,8 +200,17 @@ def plotly_alt_text(fig: Any) -> str:
 
 # --------------------------------------------------------------------------- IPython
 def _alt_metadata(fig: Any) -> tuple:
-    """IPython mime-bundle formatter: no data, only the PNG's alternative text."""
+    """IPython mime-bundle formatter: no data, only the PNG's alternative text. In a kernel
+    whose language is not English the figure's words are translated first, for good
+    (``attn_edu.i18n_outputs.translate_figure``: the PNG drawn after this is in that
+    language); in the book's English execution the output also carries the figure's Chinese
+    rendering (``attn_edu.i18n_outputs.figure_renders``)."""
+    from . import i18n_outputs  # noqa: PLC0415
+    from .i18n import current_language  # noqa: PLC0415
+
     try:
+        if current_language() != "en":
+            i18n_outputs.translate_figure(fig)
         alt = figure_alt_text(fig)
     except Exception:  # noqa: BLE001  (a description must never break a figure)
         return {}, {}
@@ -210,7 +219,14 @@ def _alt_metadata(fig: Any) -> tuple:
         meta[TEXT_PX_KEY] = figure_text_px(fig)
     except Exception:  # noqa: BLE001
         pass
-    return {}, {"image/png": meta}
+    out = {"image/png": meta}
+    try:
+        renders = i18n_outputs.figure_renders(fig, alt=figure_alt_text)
+    except Exception:  # noqa: BLE001  (the Chinese copy must never break the English figure)
+        renders = {}
+    if renders:
+        out[i18n_outputs.META_KEY] = renders
+    return {}, out
 
 
 def register_alt_text(shell: Any = None) -> bool:

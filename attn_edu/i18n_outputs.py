@@ -21,6 +21,10 @@ placeholders. A number is a run of digits (with ``,`` thousands, a fraction and 
 not glued to a letter, ``_`` or a digit before it: ``float32``, ``H100`` and ``sm_90a`` are
 names, not numbers. Leading and trailing spaces of the whole string are kept.
 
+(It has more than 600 lines: the one home of the output lookup, kept whole because the book's
+build, the catalogs' script and a live kernel must walk outputs, HTML, plotly JSON and
+matplotlib figures by the same rules; split, the rules would drift apart.)
+
 **The catalogs**: domain ``outputs`` (words many chapters share) and one domain per chapter,
 ``outputs_NN``, beside the package's own ``attn_edu`` domain in
 ``attn_edu/locale/<catalog>/LC_MESSAGES/``; all are read and merged (a chapter's entries first),
@@ -32,12 +36,17 @@ entry yet; ``compile`` writes the ``.mo`` files).
 from __future__ import annotations
 
 import gettext as _gettext
+import html as _html
+import json
 import re
 
-from .i18n import LANGUAGES, LOCALE_DIR, _check_lang, current_language
+from .i18n import LANGUAGES, LOCALE_DIR, current_language
 
 __all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER", "TEXT_KEYS",
-           "plotly_strings", "translate_plotly", "ALLOWED_WORDS", "english_words"]
+           "plotly_strings", "translate_plotly", "ALLOWED_WORDS", "english_words", "neutral",
+           "placeholder_problem", "CODE_OUTPUT_TAG", "META_KEY", "translate_html", "html_strings", "output_strings",
+           "translate_output", "translate_cell_outputs", "figure_texts", "translated_figure",
+           "translate_figure", "cjk_font", "ZH_RENDER_ENV", "install_output_translation"]
 
 #: a number as the skeleton sees it: not glued to a letter, ``_``, ``#``, a digit or a ``.``
 #: before it (an ``x`` or ``×`` alone before it is a factor: ``x0.62``), and a ``.`` after it
@@ -45,6 +54,12 @@ __all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER",
 NUMBER = re.compile(r"\s*(?:(?<![A-Za-z_\d.#])|(?<=(?<![A-Za-z])[x×]))[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 _merged: dict[str, dict[str, str]] = {}
+
+
+def _check_lang(lang: object) -> str:
+    if not isinstance(lang, str) or lang not in LANGUAGES:
+        raise ValueError(f"lang must be one of {sorted(LANGUAGES)}; got {lang!r}")
+    return lang
 
 
 def skeleton(text: str) -> tuple[str, list[str]]:
@@ -93,7 +108,9 @@ def translate_text(text: str, lang: str | None = None) -> str:
     key, numbers = skeleton(body)
     if numbers and key in entries:
         try:
-            return lead + entries[key].format(*numbers) + tail
+            # (a number keeps the spaces before it: a translation that moves it first
+            # would start with them)
+            return lead + entries[key].format(*numbers).strip() + tail
         except (IndexError, KeyError, ValueError):  # a broken entry shows the English
             return text
     return text
@@ -107,9 +124,9 @@ def translate_lines(text: str, lang: str | None = None) -> str:
 
 
 # --------------------------------------------------------------------------- plotly figures
-#: the keys of a plotly figure (its JSON) whose strings a reader sees: titles, names, labels,
-#: tick and hover texts, slider prefixes, and category names on an axis (``x``, ``y``); a
-#: ``"a.b.text"`` key (a slider step's update) counts by its last part
+#: the keys of a plotly figure (its JSON) whose strings a reader sees, i.e. titles, names,
+#: labels, tick and hover texts, slider prefixes, and category names on an axis (``x``,
+#: ``y``); a ``"a.b.text"`` key (a slider step's update) counts by its last part
 TEXT_KEYS = frozenset({"text", "name", "ticktext", "hovertemplate", "hovertext", "texttemplate",
                        "label", "prefix", "suffix", "title", "x", "y"})
 
@@ -145,8 +162,9 @@ def translate_plotly(fig, lang: str | None = None, key: str | None = None):
 
 
 # --------------------------------------------------------------------------- English left over
-#: words an output may show in any edition: units, names of libraries, devices and formats,
-#: and the short math names the formulas use (a word with a digit or ``_`` is a name already)
+#: words an output may show in any edition, i.e. units, names of libraries, devices and
+#: formats, and the short math names the formulas use (a word with a digit or ``_`` is a
+#: name already)
 ALLOWED_WORDS = frozenset("""
     MiB GiB KiB MB GB KB TB GB/s TB/s TFLOP TFLOPs FLOP FLOPs flop flops ms us µs ns Hz GHz MHz
     NumPy numpy PyTorch torch Triton triton CUDA cuDNN cuBLAS CPU GPU GPUs CPUs SM SMs HBM SRAM
@@ -173,3 +191,484 @@ def english_words(text: str) -> list[str]:
             continue
         words.append(w)
     return words
+
+
+def neutral(text: str, lang: str = "zh") -> bool:
+    """Whether a catalog declares ``text`` language-neutral: its entry (the text itself or its
+    skeleton) is translated as itself (code, data, identifiers an output shows)."""
+    entries = catalog(lang)
+    body = text.strip()
+    if entries.get(body) == body:
+        return True
+    key, numbers = skeleton(body)
+    return bool(numbers) and entries.get(key) == key
+
+
+def placeholder_problem(msgid: str, msgstr: str) -> str | None:
+    """What is wrong with a catalog entry's placeholders (None: nothing): a translation of a
+    skeleton uses each of its ``{0}``, ``{1}``, ... and no other, and formats."""
+    if not msgstr:
+        return None
+    want = sorted(set(re.findall(r"(?<!\{)\{(\d+)\}", msgid)))
+    got = sorted(set(re.findall(r"(?<!\{)\{(\d+)\}", msgstr)))
+    if want != got:
+        return f"placeholders {['{%s}' % n for n in want]} in the English, {['{%s}' % n for n in got]} in the translation"
+    if want:
+        try:
+            msgstr.format(*["0"] * (int(want[-1]) + 1 if want else 0))
+        except (IndexError, KeyError, ValueError) as err:
+            return f"the translation does not format ({err}): write a literal brace as {{{{ or }}}}"
+    return None
+
+
+# --------------------------------------------------------------------------- outputs
+#: a code cell whose outputs are code (chapter 10 prints its kernels' source) carries this
+#: tag: its outputs are shown as they are in every edition, and not extracted
+CODE_OUTPUT_TAG = "output-is-code"
+#: where the book's plotly renderer (attn_edu.notebook) embeds a figure's JSON in its HTML
+FIG_IN_HTML = re.compile(r"(var fig = )(\{.*?\})(;\n)", re.S)
+_HTML_PART = re.compile(r"(<script\b.*?</script>|<style\b.*?</style>|<!--.*?-->|<[^>]+>)|([^<]+)", re.S | re.I)
+_ATTR = re.compile(r'(\s(?:alt|aria-label|title|data-title)=")([^"]*)(")')
+#: the metadata key under which an output carries what another language shows instead (a
+#: matplotlib figure's Chinese PNG, an explorer's Chinese stand-in) and the texts it drew
+META_KEY = "attn_edu"
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+
+
+def _fig_json_dumps(fig: dict) -> str:
+    return json.dumps(fig, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+
+
+def translate_html(text: str, lang: str | None = None) -> str:
+    """An HTML output in ``lang``: its text nodes line by line (outside ``<script>`` and
+    ``<style>``), its ``alt``, ``aria-label`` and ``title`` attributes, and the plotly figure
+    the book's renderer embeds (``var fig = {...};``). Unchanged bytes where nothing is
+    translated."""
+    def fig(m: re.Match) -> str:
+        try:
+            obj = json.loads(m.group(2))
+        except ValueError:
+            return m.group(0)
+        new = translate_plotly(obj, lang)
+        return m.group(0) if new == obj else m.group(1) + _fig_json_dumps(new) + m.group(3)
+
+    def attr(m: re.Match) -> str:
+        value = _html.unescape(m.group(2))
+        new = translate_text(value, lang)
+        return m.group(0) if new == value else m.group(1) + _html.escape(new) + m.group(3)
+
+    def part(m: re.Match) -> str:
+        tag, node = m.group(1), m.group(2)
+        if tag is not None:
+            if tag[:7].lower() == "<script":
+                return FIG_IN_HTML.sub(fig, tag)
+            return _ATTR.sub(attr, tag) if tag.startswith("<") and not tag.startswith(("</", "<!")) else tag
+        plain = _html.unescape(node)
+        new = translate_lines(plain, lang)
+        return node if new == plain else _html.escape(new, quote=False)
+
+    return _HTML_PART.sub(part, text)
+
+
+def html_strings(text: str):
+    """Every string an HTML output shows that :func:`translate_html` translates: text nodes'
+    lines, the attributes it reads, and the embedded plotly figures' words."""
+    for m in _HTML_PART.finditer(text):
+        tag, node = m.group(1), m.group(2)
+        if tag is not None:
+            if tag[:7].lower() == "<script":
+                for f in FIG_IN_HTML.finditer(tag):
+                    try:
+                        yield from (s for _, s in plotly_strings(json.loads(f.group(2))))
+                    except ValueError:
+                        pass
+            elif not tag.startswith(("</", "<!")):
+                yield from (_html.unescape(a.group(2)) for a in _ATTR.finditer(tag))
+        else:
+            yield from _html.unescape(node).splitlines()
+
+
+def _join(value) -> str:
+    return "".join(value) if isinstance(value, list) else value
+
+
+#: the mime types a page shows in place of ``text/plain`` (which it shows only without them)
+_RICH = ("text/html", "text/markdown", "image/png", "image/jpeg", "image/svg+xml", PLOTLY_MIME)
+
+
+def output_strings(output: dict, lang: str = "zh"):
+    """Every string one notebook output shows a reader of the ``lang`` edition before the
+    lookup: a printed line, a text node, a figure's word, ``text/plain`` where nothing richer
+    is shown, what the output carries for ``lang`` under :data:`META_KEY` in place of its
+    English (an explorer's stand-in), and a matplotlib figure's texts recorded there."""
+    if output.get("output_type") == "stream":
+        yield from _join(output.get("text", "")).splitlines()
+        return
+    data = output.get("data", {})
+    meta = (output.get("metadata") or {}).get(META_KEY) or {}
+    swap = meta.get(lang) or {}
+    for mime, value in data.items():
+        value = swap.get(mime, value) if mime != "image/png" else value
+        if mime == PLOTLY_MIME:
+            yield from (s for _, s in plotly_strings(value))
+        elif mime == "text/html":
+            yield from html_strings(_join(value))
+        elif mime == "text/markdown" or (mime == "text/plain" and not any(m in data for m in _RICH)):
+            yield from _join(value).splitlines()
+    yield from meta.get("texts", [])
+
+
+def _as_source(text: str, like) -> str | list:
+    return text.splitlines(keepends=True) if isinstance(like, list) else text
+
+
+def translate_output(output: dict, lang: str = "zh") -> dict:
+    """A copy of one notebook output as the ``lang`` edition shows it: stream text,
+    ``text/plain`` and ``text/markdown`` line by line, ``text/html`` by :func:`translate_html`,
+    plotly JSON by :func:`translate_plotly`; where the output carries its ``lang`` rendering
+    under :data:`META_KEY` (a matplotlib figure drawn with Chinese words, an explorer's Chinese
+    stand-in) that replaces the English one. An error output is kept as it is."""
+    out = json.loads(json.dumps(output))
+    kind = out.get("output_type")
+    if kind == "stream":
+        text = _join(out.get("text", ""))
+        out["text"] = _as_source(translate_lines(text, lang), out.get("text"))
+        return out
+    if kind not in ("display_data", "execute_result"):
+        return out
+    data, metadata = out.setdefault("data", {}), out.setdefault("metadata", {})
+    swap = (metadata.get(META_KEY) or {}).get(lang) or {}
+    for mime in list(data):
+        value = data[mime]
+        if mime in swap and mime != "image/png":
+            value = swap[mime]
+        if mime == PLOTLY_MIME:
+            data[mime] = translate_plotly(value, lang)
+        elif mime == "text/html":
+            data[mime] = _as_source(translate_html(_join(value), lang), value)
+        elif mime in ("text/plain", "text/markdown"):
+            data[mime] = _as_source(translate_lines(_join(value), lang), value)
+        elif mime == "image/png" and "image/png" in swap:
+            data[mime] = swap["image/png"]
+            img = metadata.setdefault("image/png", {})
+            for key in ("alt", "attn_edu_text_px"):
+                if key in swap:
+                    img[key] = swap[key]
+    return out
+
+
+def translate_cell_outputs(cell: dict, lang: str = "zh") -> list:
+    """The outputs of one executed code cell as the ``lang`` edition shows them
+    (:func:`translate_output`); a cell tagged :data:`CODE_OUTPUT_TAG` keeps its own."""
+    outputs = cell.get("outputs", [])
+    if CODE_OUTPUT_TAG in (cell.get("metadata") or {}).get("tags", []):
+        return json.loads(json.dumps(outputs))
+    return [translate_output(o, lang) for o in outputs]
+
+
+# --------------------------------------------------------------------------- matplotlib
+#: set (to ``"1"``) by scripts/execute_chapters.py, so that the English execution also draws every
+#: matplotlib figure with its words in Chinese and keeps that PNG in the output's metadata
+#: (``{"attn_edu": {"zh": {"image/png": ..., "alt": ...}, "texts": [...]}}``), which the
+#: Chinese book shows instead (scripts/zh.py site); the English page is drawn as before
+ZH_RENDER_ENV = "ATTN_EDU_RENDER_ZH"
+#: CJK fonts matplotlib may draw Chinese with, the first one installed wins (Debian's
+#: fonts-wqy-microhei, which scripts/site.sh fonts installs, and the usual system ones)
+CJK_FONTS = ("WenQuanYi Micro Hei", "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC",
+             "PingFang SC", "Hiragino Sans GB", "Microsoft YaHei", "SimHei")
+
+
+def cjk_font() -> str | None:
+    """The name of a CJK font matplotlib can draw with (None: none is installed). A font
+    installed after matplotlib built its font cache is found through fontconfig and added."""
+    from matplotlib import font_manager  # noqa: PLC0415
+
+    names = {f.name for f in font_manager.fontManager.ttflist}
+    for name in CJK_FONTS:
+        if name in names:
+            return name
+    import shutil  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+
+    if shutil.which("fc-list"):
+        try:
+            files = subprocess.run(["fc-list", ":lang=zh", "file"], capture_output=True, text=True,
+                                   timeout=20).stdout.split()
+        except (OSError, subprocess.SubprocessError):
+            files = []
+        for path in sorted({f.rstrip(":") for f in files}):
+            try:
+                font_manager.fontManager.addfont(path)
+            except (OSError, RuntimeError, ValueError):
+                continue
+        names = {f.name for f in font_manager.fontManager.ttflist}
+        for name in CJK_FONTS:
+            if name in names:
+                return name
+    return None
+
+
+def _figure_text_objects(fig) -> list:
+    from matplotlib.text import Text  # noqa: PLC0415
+
+    if hasattr(fig, "draw_without_rendering"):  # tick labels get their text when drawn
+        fig.draw_without_rendering()
+    # hidden ones too: the alt text reads an axis label a shared axis hides
+    return [t for t in fig.findobj(Text) if t.get_text().strip()]
+
+
+def figure_texts(fig) -> list:
+    """Every text of a matplotlib figure, in order, once each: suptitle, titles, axis labels,
+    tick labels, legend entries and title, annotations, colorbar labels (hidden ones too,
+    which its alt text may read)."""
+    return list(dict.fromkeys(t.get_text() for t in _figure_text_objects(fig)))
+
+
+def _translating_formatter(inner, lang: str):
+    from matplotlib.ticker import Formatter  # noqa: PLC0415
+
+    class Translating(Formatter):
+        """An axis's tick formatter whose labels come out translated (tick labels are
+        written at every draw, so their Text objects cannot be set once)."""
+        def __init__(self):
+            self.inner = inner
+
+        def __call__(self, x, pos=None):
+            return translate_lines(self.inner(x, pos), lang)
+
+        def format_ticks(self, values):
+            return [translate_lines(s, lang) for s in self.inner.format_ticks(values)]
+
+        def set_locs(self, locs):
+            self.inner.set_locs(locs)
+
+        def get_offset(self):
+            return translate_text(self.inner.get_offset(), lang)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    Translating._attn_edu_translating = True
+    return Translating()
+
+
+def _tickers(fig) -> list:
+    out = []
+    for ax in fig.axes:
+        for axis in ax._axis_map.values() if hasattr(ax, "_axis_map") else (ax.xaxis, ax.yaxis):
+            out += [axis.major, axis.minor]
+    return out
+
+
+def translate_figure(fig, lang: str | None = None, texts: list | None = None) -> list:
+    """Put ``fig``'s words in ``lang`` (default: the current language), for good: every
+    text (hidden ones too), its artists' labels, and its tick labels as they are drawn; every text
+    gets a CJK font after its own (Chinese). ``texts``: its Text objects, when the caller
+    has them (each look-up of them draws the figure). Returns what to undo
+    (:func:`translated_figure`)."""
+    lang = lang if lang is not None else current_language()
+    if not catalog(lang):
+        return []
+    undo = []
+    cjk = cjk_font() if lang == "zh" else None
+    for t in texts if texts is not None else _figure_text_objects(fig):
+        old = t.get_text()
+        new = translate_lines(old, lang)  # a text of several lines, line by line
+        if new != old:
+            undo.append((t, old))
+            t.set_text(new)
+        family = list(t.get_fontfamily())
+        if cjk is not None and cjk not in family:
+            # the text's own fonts first (Latin letters and symbols as in English), then the
+            # CJK font, which matplotlib's per-glyph fallback takes the Chinese characters from;
+            # a text with math ($...$) draws its words in its first font alone (mathtext has
+            # no fallback there): the CJK font first, where it has Chinese words
+            math = new.count("$") >= 2 and re.search(r"[\u3000-\u9fff\uff00-\uffef]", new)
+            undo.append((t, ("family", family)))
+            t.set_fontfamily([cjk] + family if math else family + [cjk])
+    for ax in fig.axes:  # the artists' labels (a bar chart's on its container), which the
+        for artist in [*ax.get_children(), *getattr(ax, "containers", [])]:  # legend and alt text read
+            label = artist.get_label() if hasattr(artist, "get_label") else None
+            if isinstance(label, str) and label and not label.startswith("_"):
+                new = translate_lines(label, lang)
+                if new != label:
+                    undo.append((artist, ("label", label)))
+                    artist.set_label(new)
+    for ticker in _tickers(fig):
+        if not getattr(ticker.formatter, "_attn_edu_translating", False):
+            undo.append((ticker, ticker.formatter))
+            ticker.formatter = _translating_formatter(ticker.formatter, lang)
+    return undo
+
+
+def _undo(undo: list) -> None:
+    for obj, old in reversed(undo):
+        if isinstance(old, tuple) and old[0] == "label":
+            obj.set_label(old[1])
+        elif isinstance(old, tuple) and old[0] == "family":
+            obj.set_fontfamily(old[1])
+        elif hasattr(obj, "set_text"):
+            obj.set_text(old)
+        else:
+            obj.formatter = old
+
+
+import contextlib as _contextlib  # noqa: E402
+
+
+@_contextlib.contextmanager
+def translated_figure(fig, lang: str = "zh", texts: list | None = None):
+    """``with translated_figure(fig):`` the figure's words in ``lang``, each text with a
+    CJK font after its own (:func:`cjk_font`, for matplotlib's per-glyph fallback), inside
+    the block; as it was after."""
+    import matplotlib as mpl  # noqa: PLC0415
+
+    undo = translate_figure(fig, lang, texts)
+    try:
+        with mpl.rc_context({}):
+            yield fig
+    finally:
+        _undo(undo)  # (the tick labels get their English text again at the next draw)
+
+
+def _png_of(fig) -> tuple:
+    """The figure as the inline backend draws it (base64 PNG, its metadata)."""
+    try:
+        from IPython import get_ipython  # noqa: PLC0415
+        shell = get_ipython()
+    except ImportError:
+        shell = None
+    formatter = shell.display_formatter.formatters.get("image/png") if shell is not None else None
+    data = formatter(fig) if formatter is not None else None
+    if data is None:  # outside IPython: what the inline backend does
+        import base64  # noqa: PLC0415
+        import io as _io  # noqa: PLC0415
+
+        buf = _io.BytesIO()
+        fig.savefig(buf, format="png", bbox_inches="tight", dpi=fig.dpi,
+                    facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())
+        data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return data if isinstance(data, tuple) else (data, {})
+
+
+@_contextlib.contextmanager
+def _quiet_matplotlib():
+    """matplotlib's log (a CJK font without a bold face, a glyph no font has) silenced: the
+    Chinese drawing's messages must not become the English page's stderr output."""
+    import logging  # noqa: PLC0415
+
+    log = logging.getLogger("matplotlib")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def figure_renders(fig, png=None, alt=None) -> dict:
+    """What an output of ``fig`` carries under :data:`META_KEY` in the English execution
+    when :data:`ZH_RENDER_ENV` is set: the figure's English texts (for the catalogs) and its
+    Chinese PNG with its Chinese alt text. ``png(fig)``: how the PNG is drawn (default: the
+    inline backend's formatter); ``alt(fig)``: the figure's alt text (``attn_edu.alt_text``,
+    which passes it: it imports this module). The figure is drawn once to find its texts and
+    once for the PNG (its smallest text size is the English one's: the same figure).
+    Empty when the variable is not set or the language is not English (a Chinese kernel
+    draws the figure in Chinese itself)."""
+    import os  # noqa: PLC0415
+
+    if os.environ.get(ZH_RENDER_ENV) != "1" or current_language() != "en":
+        return {}
+    from .i18n import language  # noqa: PLC0415
+
+    import warnings  # noqa: PLC0415
+
+    objects = _figure_text_objects(fig)
+    texts = list(dict.fromkeys(t.get_text() for t in objects))
+    meta = {"texts": texts}
+    if not catalog("zh"):
+        return meta
+    # (a warning of the Chinese drawing, e.g. a glyph no font has, must not become an output
+    # of the English page)
+    with warnings.catch_warnings(), _quiet_matplotlib(), translated_figure(fig, "zh", objects), language("zh"):
+        warnings.simplefilter("ignore")
+        data, md = (png or _png_of)(fig)
+        zh = {"image/png": data}
+        try:
+            if alt is not None:
+                zh["alt"] = alt(fig)
+        except Exception:  # noqa: BLE001
+            pass
+    meta["zh"] = zh
+    return meta
+
+
+# --------------------------------------------------------------------------- a live kernel
+class _TranslatingStream:
+    """``sys.stdout`` whose complete lines are translated (:func:`translate_text`) before
+    they reach the stream under it; a line without its end waits for it or for ``flush``."""
+
+    def __init__(self, stream, lang: str):
+        self._stream, self._lang, self._pending = stream, lang, ""
+
+    def write(self, s):
+        text = self._pending + str(s)
+        lines = text.split("\n")
+        self._pending = lines.pop()
+        if lines:
+            self._stream.write("".join(translate_text(line, self._lang) + "\n" for line in lines))
+        return len(s)
+
+    def flush(self):
+        if self._pending:
+            self._stream.write(translate_text(self._pending, self._lang))
+            self._pending = ""
+        return self._stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _translating_format(format_, lang: str):
+    def format(obj, include=None, exclude=None):
+        data, metadata = format_(obj, include=include, exclude=exclude)
+        out = translate_output({"output_type": "display_data", "data": data, "metadata": metadata}, lang)
+        return out["data"], out["metadata"]
+    format._attn_edu_lang = lang
+    format._attn_edu_inner = getattr(format_, "_attn_edu_inner", format_)
+    return format
+
+
+def install_output_translation(lang: str, shell=None) -> bool:
+    """Make a live kernel show what the ``lang`` edition's pages show: printed lines (a
+    line-translating ``sys.stdout``), what IPython displays (its display formatter's bundles:
+    text, Markdown, HTML, plotly JSON) and matplotlib figures (their words, before they are
+    drawn, with a CJK font). Plotly figures are translated by the book's renderer
+    (:mod:`attn_edu.notebook`). ``"en"`` removes the translation again. Returns whether an
+    IPython shell was found (outside one only ``sys.stdout`` and matplotlib's font are set)."""
+    import sys  # noqa: PLC0415
+
+    lang = _check_lang(lang)
+    while isinstance(sys.stdout, _TranslatingStream):
+        sys.stdout.flush()
+        sys.stdout = sys.stdout._stream
+    if lang != "en":
+        sys.stdout = _TranslatingStream(sys.stdout, lang)
+        import logging  # noqa: PLC0415  (the CJK font has no bold face: say nothing of it)
+
+        logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
+    if shell is None:
+        try:
+            from IPython import get_ipython  # noqa: PLC0415
+        except ImportError:
+            return False
+        shell = get_ipython()
+    if shell is None:
+        return False
+    formatter = shell.display_formatter
+    inner = getattr(formatter.format, "_attn_edu_inner", None)
+    if inner is not None:
+        formatter.format = inner
+    if lang != "en":
+        formatter.format = _translating_format(formatter.format, lang)
+    return True

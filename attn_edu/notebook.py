@@ -178,6 +178,12 @@ def _make_renderer_class():
             self.plotly_js_url, self.plotly_json = plotly_js_url, plotly_json
 
         def to_mimebundle(self, fig_dict: dict) -> dict[str, Any]:
+            from .i18n import current_language  # noqa: PLC0415
+
+            if current_language() != "en":  # a Chinese kernel: the figure's words in Chinese
+                from .i18n_outputs import translate_plotly  # noqa: PLC0415
+
+                fig_dict = translate_plotly(fig_dict)
             fig_json = to_json(fig_dict, validate=False, remove_uids=False)
             fig_obj = json.loads(fig_json)
             layout = fig_obj.get("layout", {}) or {}
@@ -274,11 +280,17 @@ def setup_notebook(plotly: bool = True, lang: str = "en") -> str:
     * ``lang``: the language of what the package shows (figures' words, checkers' messages,
       alt text, the explorers' notes): ``"en"`` (the English chapters) or ``"zh"`` (their
       Chinese twins' first cell); :func:`attn_edu.i18n.set_language`, a ValueError naming
-      ``lang`` for anything else, raised before anything is set up.
+      ``lang`` for anything else, raised before anything is set up. With ``"zh"`` the
+      kernel also shows the chapter's outputs as the Chinese pages do
+      (``attn_edu.i18n_outputs.install_output_translation``): printed lines, displayed
+      text, Markdown and HTML, plotly figures, and matplotlib figures (their words, in a CJK
+      font) are looked up in the output catalogs; ``"en"`` installs nothing.
     """
     from .i18n import set_language  # noqa: PLC0415
+    from .i18n_outputs import install_output_translation  # noqa: PLC0415
 
     set_language(lang)
+    install_output_translation(lang)  # "en": nothing (and a kernel's earlier "zh" undone)
     if plotly:
         try:
             _register_plotly_renderer()

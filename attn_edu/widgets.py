@@ -41,6 +41,9 @@ the tests run it on every chapter's explorers.
 
 ipywidgets, IPython and matplotlib are imported inside the functions, so
 ``import attn_edu`` needs NumPy only. First used in chapter 01.
+
+(It has more than 600 lines: an explorer, its static stand-in in both editions, and the
+check that its controls matter read the same private state, so they stay in one module.)
 """
 from __future__ import annotations
 
@@ -82,15 +85,24 @@ def _is_matplotlib_figure(obj: Any) -> bool:
 def _figure_output(fig: Any) -> Dict[str, Any]:
     """A display_data output of a matplotlib figure as PNG (what the inline backend shows),
     with its alternative text in the metadata (:mod:`attn_edu.alt_text`)."""
+    from . import i18n_outputs
     from .alt_text import ALT_KEY, figure_alt_text
+    from .i18n import current_language
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight", dpi=fig.dpi,
-                facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())
-    return {"output_type": "display_data",
-            "metadata": {"image/png": {ALT_KEY: figure_alt_text(fig)}},
-            "data": {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
-                     "text/plain": repr(fig)}}
+    def png(fig: Any) -> tuple:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", bbox_inches="tight", dpi=fig.dpi,
+                    facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())
+        return base64.b64encode(buf.getvalue()).decode("ascii"), {}
+
+    if current_language() != "en":  # a Chinese kernel: the figure's words in Chinese
+        i18n_outputs.translate_figure(fig)
+    metadata = {"image/png": {ALT_KEY: figure_alt_text(fig)}}
+    renders = i18n_outputs.figure_renders(fig, png, alt=figure_alt_text)  # the book's English execution: also in Chinese
+    if renders:
+        metadata[i18n_outputs.META_KEY] = renders
+    return {"output_type": "display_data", "metadata": metadata,
+            "data": {"image/png": png(fig)[0], "text/plain": repr(fig)}}
 
 
 def _figures_of(result: Any) -> list:
@@ -190,32 +202,60 @@ def localize_live_notes(body: str, lang: str) -> str:
     return pattern.sub(lambda m: f'<p class="{NOTE_CLASS}">' + live_note(m.group("shown"), lang), body)
 
 
-def _static_html(state: "_Explorer") -> str:
+def _static_html(state: "_Explorer", lang: Optional[str] = None) -> str:
     """What a page without a kernel shows for an explorer: its current figure and a note.
 
     The explorer's ``text/html`` representation. Jupyter and Colab draw the widget
     instead; the static book prefers this (no controls that cannot do anything there).
+    ``lang`` (default: the current language): the note's language, and with ``"zh"`` the
+    figures' Chinese renderings where the English execution made them
+    (``attn_edu.i18n_outputs.figure_renders``).
     """
     import html
+
+    from .i18n_outputs import META_KEY
 
     figures = []
     for out in state.output.outputs:
         data = out.get("data") or {}
+        other = ((out.get("metadata") or {}).get(META_KEY) or {}).get(lang or "") or {}
         if "text/html" in data:  # plotly figures: their book renderer's div and script
             figures.append(data["text/html"])
         elif "image/png" in data:
             alt = ((out.get("metadata") or {}).get("image/png") or {}).get("alt") or _("Figure")
-            figures.append(f'<img src="data:image/png;base64,{data["image/png"]}" '
+            alt, png = other.get("alt", alt), other.get("image/png", data["image/png"])
+            figures.append(f'<img src="data:image/png;base64,{png}" '
                            f'alt="{html.escape(alt)}" style="max-width:100%">')
         elif out.get("output_type") == "error":
             figures.append(f"<pre>{html.escape(chr(10).join(out.get('traceback', [])))}</pre>")
         elif "text/plain" in data:
             figures.append(f"<pre>{html.escape(str(data['text/plain']))}</pre>")
-    shown = ", ".join(f"{html.escape(str(getattr(c, 'description', '') or name))} = "
-                      f"{html.escape(_value_text(c.value))}" for name, c in state.controls.items())
-    note = (f'<p class="{NOTE_CLASS}">{live_note(shown)} '
+    from .i18n_outputs import translate_text
+
+    def say(text: str) -> str:  # a control's name and value, in the stand-in's language
+        return translate_text(text, lang) if lang else text
+
+    shown = ", ".join(f"{html.escape(say(str(getattr(c, 'description', '') or name)))} = "
+                      f"{html.escape(say(_value_text(c.value)))}" for name, c in state.controls.items())
+    note = (f'<p class="{NOTE_CLASS}">{live_note(shown, lang)} '
             f'<span class="{COLAB_SLOT_CLASS}"></span></p>')
     return f'<div class="{STATIC_CLASS}">{note}{"".join(figures)}</div>'
+
+
+def _static_renders(state: "_Explorer") -> Dict[str, Any]:
+    """The bundle metadata of an explorer in the book's English execution: its stand-in in
+    Chinese (figures drawn with Chinese words) and the English texts of its figures, under
+    ``attn_edu.i18n_outputs.META_KEY``; empty elsewhere."""
+    from .i18n_outputs import META_KEY
+
+    metas = [((out.get("metadata") or {}).get(META_KEY) or {}) for out in state.output.outputs]
+    if not any(metas):
+        return {}
+    texts = list(dict.fromkeys(t for m in metas for t in m.get("texts", [])))
+    meta: Dict[str, Any] = {"texts": texts}
+    if any("zh" in m for m in metas):
+        meta["zh"] = {"text/html": _static_html(state, "zh")}
+    return {META_KEY: meta}
 
 
 @functools.lru_cache(maxsize=None)
@@ -233,6 +273,9 @@ def _explorer_box_class() -> type:
             state = getattr(self, "_attn_edu_explorer", None)
             if isinstance(bundle, dict) and state is not None:
                 bundle["text/html"] = _static_html(state)
+                renders = _static_renders(state)
+                if renders:  # the book's English execution: the Chinese stand-in too
+                    return bundle, renders
             return bundle
 
     return ExplorerBox

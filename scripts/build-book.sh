@@ -6,7 +6,7 @@
 #                                        # Sphinx environment and the chapters' cache first
 #
 # On a fresh Debian / Ubuntu machine with Python 3.11 it creates .venv (scripts/setup-env.sh),
-# then
+# makes sure of a CJK font (scripts/site.sh fonts: the Chinese edition's figures), then
 #
 #   python scripts/execute_chapters.py                   # every chapter, once, on every core,
 #                                                        # into _build/.jupyter_cache
@@ -54,6 +54,10 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 unset MPLBACKEND
 
 start=$(date +%s)
+# a CJK font: the chapters' execution also draws every matplotlib figure with Chinese words,
+# for the Chinese edition (attn_edu.i18n_outputs; Debian's fonts-wqy-microhei, installed
+# with apt-get when missing and this user may)
+bash scripts/site.sh fonts || echo "==> WARNING: no CJK font: the Chinese edition's matplotlib figures will show boxes for Chinese characters" >&2
 # the "Results by GPU" page, both editions, from the recorded runs and every submitted folder
 echo "==> python scripts/results_page.py"
 "$VENV/bin/python" scripts/results_page.py

@@ -8,7 +8,8 @@ jupyter-cache's record when its code cells match, and executes it otherwise. Thi
 executions first, ``N`` chapters at a time (default: the machine's cores), as myst-nb would:
 the chapter's folder as working directory, ``timeout`` and ``allow_errors`` from
 ``_config.yml``, the environment the build's kernels get (``ATTN_EDU_BOOK_BUILD=1``, this
-checkout on ``PYTHONPATH``). Then ``jupyter-book build`` only renders, and the Chinese
+checkout on ``PYTHONPATH``), and ``ATTN_EDU_RENDER_ZH=1``: each matplotlib figure is also drawn
+with its words in Chinese, kept in its output's metadata for the Chinese book. Then ``jupyter-book build`` only renders, and the Chinese
 edition reads the same records (scripts/zh.py ``site``).
 
 jupyter-cache matches on code cells only, so a change to the package alone would leave a
@@ -77,6 +78,9 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     execute = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["execute"]
     os.environ["ATTN_EDU_BOOK_BUILD"] = "1"     # what the build's extension sets for its kernels
+    # every matplotlib figure also drawn with Chinese words, for the Chinese book (scripts/zh.py
+    # site swaps it in; attn_edu.i18n_outputs.figure_renders): one execution serves both
+    os.environ["ATTN_EDU_RENDER_ZH"] = "1"
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     os.environ.pop("MPLBACKEND", None)
     cache = fresh_cache()

@@ -20,7 +20,8 @@ removed on one side only.
     python scripts/zh.py check [NN ...]  # exit 1 and name every drifted cell (what tests/test_zh.py runs)
     python scripts/zh.py site            # after the English build: _build/zh-src, the Chinese book's
                                          # sources, every chapter carrying the outputs of the English
-                                         # build's one execution (from its cache, _build/.jupyter_cache)
+                                         # build's one execution (from its cache, _build/.jupyter_cache),
+                                         # translated (attn_edu.i18n_outputs)
 
 ``check`` compares, cell by cell: ids, types and order; code (identical but for the rule of
 :func:`zh_code`); the English sha
@@ -316,9 +317,23 @@ def page_sha(path: Path) -> str:
     return sha(Path(path).read_text(encoding="utf-8"))
 
 
+def zh_outputs(en_cell: dict) -> list:
+    """What the Chinese page shows for an executed English code cell: its outputs translated
+    (:func:`attn_edu.i18n_outputs.translate_cell_outputs`: printed lines, text, Markdown, HTML,
+    plotly figures and explorers' stand-ins through the output catalogs, matplotlib figures
+    swapped for the Chinese renderings the English execution made; a cell tagged
+    ``output-is-code`` as it is)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from attn_edu.i18n_outputs import translate_cell_outputs
+
+    return translate_cell_outputs(en_cell, "zh")
+
+
 def with_outputs(zh_nb: dict, executed: dict, name: str) -> dict:
-    """The Chinese chapter with the English build's outputs in its code cells (matched by the
-    English cell id; the code must be the same: the Chinese book executes nothing)."""
+    """The Chinese chapter with the English build's outputs, translated (:func:`zh_outputs`),
+    in its code cells (matched by the English cell id; the code must be the same: the Chinese
+    book executes nothing)."""
     out = {c["id"]: c for c in executed["cells"]}
     first = first_code_id(executed)
     nb = json.loads(json.dumps(zh_nb))
@@ -331,7 +346,7 @@ def with_outputs(zh_nb: dict, executed: dict, name: str) -> dict:
         if en is None or zh_code(source(en), en["id"] == first) != source(cell):
             raise SystemExit(f"{name}: code cell {cell['metadata']['attn_edu']['en']} differs from the English "
                              "build's: python scripts/zh.py sync, then build again")
-        cell["outputs"], cell["execution_count"] = en.get("outputs", []), en.get("execution_count")
+        cell["outputs"], cell["execution_count"] = zh_outputs(en), en.get("execution_count")
     nb["metadata"] = executed.get("metadata", nb["metadata"])
     return nb
 

@@ -1,12 +1,14 @@
 """The built site's two editions (``pages``: run on a built book by ``bash scripts/site.sh
 check``, as the publishing workflow does): every English page has its Chinese twin under
 ``zh/`` and a switch to it and back, the Chinese chapters show the English build's outputs (the
-one execution), their Colab links open the Chinese notebooks, and Chinese search finds the
-chapters for 注意力 and for 缩放."""
+one execution) translated, with no English words left in them, their Colab links open the
+Chinese notebooks, and Chinese search finds the chapters for 注意力 and for 缩放."""
 from __future__ import annotations
 
+import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from site_pages import toc_files
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
 HTML = REPO / "_build" / "html"
 pytestmark = [pytest.mark.pages]
 yaml = pytest.importorskip("yaml")  # the toc; collection needs NumPy only
@@ -49,21 +52,77 @@ def test_every_page_has_its_twin_and_the_switch_goes_both_ways(page, built):
         assert not re.search(r"sphinx-thebe|THEBE_JS_URL|design-tabs\.js", text), page
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("notebooks/")])
-def test_chinese_chapters_show_the_english_outputs_and_open_the_chinese_notebook(page, built):
+CHAPTERS = [p for p in PAGES if p.startswith("notebooks/")]
+
+
+def _figure_json(path: Path) -> dict:
+    import zh_outputs
+
+    return json.loads(zh_outputs._FIGURE_DATA.search(path.read_text(encoding="utf-8")).group(1))
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_chinese_chapters_show_the_english_outputs_translated_and_open_the_chinese_notebook(page, built):
     en = (built / f"{page}.html").read_text(encoding="utf-8")
     zh = (built / "zh" / f"{page}.html").read_text(encoding="utf-8")
     outputs = [t.count('class="cell_output') for t in (en, zh)]
     assert outputs[0] > 0 and outputs[0] == outputs[1], f"outputs: English {outputs[0]}, Chinese {outputs[1]}"
     name = page.split("/")[-1]
     assert f"/blob/main/notebooks/zh/{name}.ipynb" in zh and f"/blob/main/notebooks/{name}.ipynb" in en
-    # the figures are the English page's, file for file and byte for byte (plotly's data and
-    # matplotlib's images): tests/test_book_browser.py drives them once, on the English page
-    for pattern in (r'data-src="\.\./(_static/attn-edu-figures/[^"]+)"', r'<img [^>]*src="\.\./(_images/[^"]+)"'):
-        files = [re.findall(pattern, t) for t in (en, zh)]
-        assert files[0] == files[1], f"{page}: the Chinese page's figures are not the English page's"
-        for f in files[0]:
-            assert (built / f).read_bytes() == (built / "zh" / f).read_bytes(), f"{page}: zh/{f} differs"
+    # the figures are the English page's, translated: plotly's data file for file, each the
+    # English figure through the output catalogs; as many matplotlib images (the Chinese ones
+    # drawn with Chinese words by the same execution)
+    from attn_edu.i18n_outputs import translate_plotly
+
+    pattern = r'data-src="\.\./(_static/attn-edu-figures/[^"]+)"'
+    files = [re.findall(pattern, t) for t in (en, zh)]
+    assert files[0] == files[1], f"{page}: the Chinese page's plotly figures are not the English page's"
+    for f in files[0]:
+        assert _figure_json(built / "zh" / f) == translate_plotly(_figure_json(built / f), "zh"), \
+            f"{page}: zh/{f} is not the English figure translated"
+    images = [len(re.findall(r'<img [^>]*src="\.\./_images/', t)) for t in (en, zh)]
+    assert images[0] == images[1], f"{page}: images: English {images[0]}, Chinese {images[1]}"
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_chinese_chapters_outputs_are_the_english_execution_translated(page, built):
+    """The Chinese book's sources (_build/zh-src, scripts/zh.py site) carry, cell for cell, the
+    English execution's outputs through :func:`attn_edu.i18n_outputs.translate_cell_outputs`:
+    nothing executed twice, nothing else changed."""
+    import nbformat
+    from jupyter_cache import get_cache
+
+    import zh
+    from attn_edu.i18n_outputs import translate_cell_outputs
+
+    name = page.split("/")[-1] + ".ipynb"
+    if not (zh.ZH / name).exists():
+        pytest.skip(f"{name} has no Chinese twin")
+    _, merged = get_cache(str(zh.CACHE)).merge_match_into_notebook(nbformat.from_dict(zh.load(zh.EN / name)))
+    english = {c["id"]: c for c in json.loads(json.dumps(merged))["cells"] if c["cell_type"] == "code"}
+    built_zh = zh.load(zh.SRC / "notebooks" / name)
+    for cell in built_zh["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        en_cell = english[cell["metadata"]["attn_edu"]["en"]]
+        assert cell["outputs"] == translate_cell_outputs(en_cell, "zh"), \
+            f"{name} cell {en_cell['id']}: the Chinese outputs are not the English ones translated"
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_chinese_chapters_outputs_show_no_english(page, built):
+    """No string of a Chinese chapter's output areas (printed lines, tables, explorer notes,
+    alt text, plotly figures' words) shows English words outside the allow-list
+    (attn_edu.i18n_outputs.ALLOWED_WORDS), the entries the catalogs declare language-neutral
+    (msgstr = msgid) and cells tagged output-is-code. While the catalogs are incomplete this
+    fails, listing the chapter's count and first 30 strings (all of them:
+    python scripts/zh_outputs.py pages NN)."""
+    import zh_outputs
+
+    path = built / "zh" / f"{page}.html"
+    found = zh_outputs.page_offenders(path.read_text(encoding="utf-8"), path.parent)
+    listing = "\n".join(f"  [{what}] {text[:120]!r}  ({', '.join(words[:6])})" for what, text, words in found[:30])
+    assert not found, f"{page}: {len(found)} output strings with English words; the first 30:\n{listing}"
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,22 @@
   var NARROW_PX = 600;
   var FONT = '"Open Sans", verdana, arial, sans-serif';
   var GAP = 10;           // px between two things stacked in the phone layout
+  // the words this script writes (aria-labels, fallback labels), in the page's language:
+  // the Chinese edition's pages are <html lang="zh-CN"> (tests/test_book_browser.py and
+  // tests/test_zh_site.py hold the two tables to the same keys)
+  var WORDS = {
+    en: {figure: "the figure above", slider: "{what}slider of {title}", sliderWhat: "{what}: ",
+         group: "{what} of {title}", buttons: "buttons", menu: "menu", button: "button {n}",
+         option: "option {n}"},
+    "zh-CN": {figure: "上方的图", slider: "{title}的{what}滑块", sliderWhat: "{what}", group: "{title}的{what}",
+              buttons: "按钮", menu: "菜单", button: "按钮 {n}", option: "选项 {n}"}
+  };
+  var LANG = /^zh/i.test(document.documentElement.lang || "") ? "zh-CN" : "en";
+  function say(key, args) {
+    var text = WORDS[LANG][key];
+    Object.keys(args || {}).forEach(function (k) { text = text.split("{" + k + "}").join(args[k]); });
+    return text;
+  }
   var loading = null;
   var pending = [];
   var drawn = [];         // {div, fig, config, mode, width}
@@ -717,7 +733,7 @@
     rail.dispatchEvent(new MouseEvent("mouseup", opts));
   }
 
-  function figureTitle(div) { return div.getAttribute("data-title") || "the figure above"; }
+  function figureTitle(div) { return div.getAttribute("data-title") || say("figure"); }
 
   /** the text of a note that labels a menu ("pattern:"), if the desktop layout has one */
   function menuLabel(fig, u) {
@@ -747,7 +763,8 @@
       input.step = "1";
       input.value = String(slider.active || 0);
       input.className = "attn-edu-slider-keys attn-edu-figure-keys";
-      input.setAttribute("aria-label", (prefix ? prefix + ": " : "") + "slider of " + figureTitle(div));
+      input.setAttribute("aria-label", say("slider", {what: prefix ? say("sliderWhat", {what: prefix}) : "",
+                                                     title: figureTitle(div)}));
       var label = function () {
         var s = steps[Number(input.value)] || {};
         input.setAttribute("aria-valuetext", plain(s.label == null ? input.value : s.label));
@@ -793,21 +810,21 @@
       if (u.type === "buttons") {
         control = document.createElement("div");
         control.setAttribute("role", "group");
-        control.setAttribute("aria-label", (what || "buttons") + " of " + figureTitle(div));
+        control.setAttribute("aria-label", say("group", {what: what || say("buttons"), title: figureTitle(div)}));
         buttons.forEach(function (b, j) {
           var el = document.createElement("button");
           el.type = "button";
-          el.textContent = plain(b.label) || "button " + (j + 1);
+          el.textContent = plain(b.label) || say("button", {n: j + 1});
           el.addEventListener("click", function () { press(j); });
           control.appendChild(el);
         });
       } else {
         control = document.createElement("select");
-        control.setAttribute("aria-label", (what || "menu") + " of " + figureTitle(div));
+        control.setAttribute("aria-label", say("group", {what: what || say("menu"), title: figureTitle(div)}));
         buttons.forEach(function (b, j) {
           var o = document.createElement("option");
           o.value = String(j);
-          o.textContent = plain(b.label) || "option " + (j + 1);
+          o.textContent = plain(b.label) || say("option", {n: j + 1});
           control.appendChild(o);
         });
         control.value = String(u.active == null ? 0 : u.active);

@@ -11,22 +11,26 @@
 (function () {
   "use strict";
   if (!window.HTMLDialogElement) return;
+  // the words this script writes, in the page's language (the Chinese pages: lang="zh-CN")
+  var WORDS = {en: {dialog: "Figure at full size", close: "Close", box: "figure at full size"},
+               "zh-CN": {dialog: "原尺寸的图", close: "关闭", box: "原尺寸的图"}};
+  var W = WORDS[/^zh/i.test(document.documentElement.lang || "") ? "zh-CN" : "en"];
 
   function open(link) {
     var img = link.querySelector("img");
     if (!img) return false;
     var dialog = document.createElement("dialog");
     dialog.className = "attn-edu-zoom-view";
-    dialog.setAttribute("aria-label", "Figure at full size");
+    dialog.setAttribute("aria-label", W.dialog);
     var close = document.createElement("button");
     close.type = "button";
     close.className = "attn-edu-zoom-close";
-    close.textContent = "Close";
+    close.textContent = W.close;
     var box = document.createElement("div");
     box.className = "attn-edu-zoom-box";
     box.tabIndex = 0;  // scrolls both ways: the keyboard scrolls it too
     box.setAttribute("role", "group");
-    box.setAttribute("aria-label", "figure at full size");
+    box.setAttribute("aria-label", W.box);
     var big = document.createElement("img");
     big.src = img.currentSrc || img.src;
     big.alt = img.alt;
