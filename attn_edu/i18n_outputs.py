@@ -209,13 +209,13 @@ def placeholder_problem(msgid: str, msgstr: str) -> str | None:
     skeleton uses each of its ``{0}``, ``{1}``, ... and no other, and formats."""
     if not msgstr:
         return None
-    want = sorted(set(re.findall(r"(?<!\{)\{(\d+)\}", msgid)))
-    got = sorted(set(re.findall(r"(?<!\{)\{(\d+)\}", msgstr)))
+    want = sorted({int(n) for n in re.findall(r"(?<!\{)\{(\d+)\}", msgid)})
+    got = sorted({int(n) for n in re.findall(r"(?<!\{)\{(\d+)\}", msgstr)})
     if want != got:
         return f"placeholders {['{%s}' % n for n in want]} in the English, {['{%s}' % n for n in got]} in the translation"
     if want:
         try:
-            msgstr.format(*["0"] * (int(want[-1]) + 1 if want else 0))
+            msgstr.format(*["0"] * (want[-1] + 1))
         except (IndexError, KeyError, ValueError) as err:
             return f"the translation does not format ({err}): write a literal brace as {{{{ or }}}}"
     return None

@@ -380,3 +380,12 @@ def test_the_chinese_drawing_says_nothing_on_the_english_page(monkeypatch, capfd
     assert meta["zh"]["image/png"] and "缩放因子" in meta["zh"]["alt"]
     assert not caught and not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert capfd.readouterr().err == ""
+
+
+def test_a_translation_with_ten_or_more_placeholders_is_checked_by_number_not_by_text():
+    """{10} sorts before {2} as text: the check formats with as many numbers as the largest."""
+    from attn_edu.i18n_outputs import placeholder_problem
+
+    msgid = "generated: [" + ",".join("{%d}" % i for i in range(12)) + "]"
+    assert placeholder_problem(msgid, msgid.replace("generated", "生成")) is None
+    assert "placeholders" in placeholder_problem(msgid, msgid.replace("{11}", ""))
