@@ -491,7 +491,7 @@ def test_correctness_step_runs_in_the_half_type_and_records_a_wrong_kernel(monke
     assert all(r["max_error"] < 1e-2 for r in records if r["passed"])
 
 
-@pytest.mark.slow  # a step runs until the deadline stops it (16 s)
+@pytest.mark.slow  # a step runs until the deadline stops it (8 s)
 def test_deadline_stops_a_step_skips_the_rest_and_from_continues(tmp_path, monkeypatch, capsys):
     """A lease or a Colab session that ends before the run does still gets the most-needed
     steps: the step running at the deadline is stopped (SIGTERM: it writes what it has), the
@@ -526,9 +526,12 @@ def test_deadline_stops_a_step_skips_the_rest_and_from_continues(tmp_path, monke
                 gpu_run.Step("third", "", quick("third")), gpu_run.Step("fourth", "", quick("fourth"))]
 
     monkeypatch.setattr(gpu_run, "steps", steps)
+    # no step starts with less than MIN_STEP_S left: 3 s here (10 s in a run), so that a
+    # deadline of 8 s leaves "first" and "slow" time to start and the later two none
+    monkeypatch.setattr(gpu_run, "MIN_STEP_S", 3)
     start = time.monotonic()
-    assert gpu_run.main(["--dry-run", "--out", str(tmp_path), "--deadline", "16"]) == 1
-    assert 15 < time.monotonic() - start < 45
+    assert gpu_run.main(["--dry-run", "--out", str(tmp_path), "--deadline", "8"]) == 1
+    assert 7 < time.monotonic() - start < 37
     said = capsys.readouterr().out
     run_path = tmp_path / "run" / "run_dry-run-cpu.json"
     run = json.loads(run_path.read_text())
