@@ -3,9 +3,15 @@
 Each measurement writes a document of its kind with the fields a chapter or a plot reads;
 a point that fails is recorded and the run goes on (exit code 1); the backward's FLOP count
 is checked against the matmuls PyTorch's FLOP counter sees. Triton runs interpreted
-(conftest sets TRITON_INTERPRET=1 on a machine without a GPU), at n <= 64, d = 16.
+(conftest sets TRITON_INTERPRET=1 on a machine without a GPU), at n <= 64, d = 16. The documents read
+here are the GPU run's own dry run (tests/conftest.py's ``gpu_dry_run``: its
+``measure-NAME`` steps, each ``python -m attn_edu.bench --measure NAME --dry-run``), made
+once for this module and tests/test_gpu_pipeline.py; the failing-point tests run a
+measurement again in this process, with a failure planted.
 """
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -15,27 +21,24 @@ NS = (32, 64)  # the dry run's lengths (MEASURE_SIZES)
 
 
 @pytest.fixture(scope="module")
-def dry_runs(tmp_path_factory):
-    """Each measurement's dry run, once per module: name -> (exit code, document, stdout)."""
+def dry_runs(request):
+    """Each measurement as the GPU run's dry run made it: name -> (its step's exit code, the
+    document it wrote, its step's log: the command line, then what it printed)."""
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     if bench.cuda_available():
         pytest.skip("the dry run's expectations are the CPU's (no cuDNN, no CUDA graph)")
-    folder, done = tmp_path_factory.mktemp("measure"), {}
+    out, _ = request.getfixturevalue("gpu_dry_run")   # after the skips: the dry run takes 90 s
+    (run,) = [json.loads(p.read_text()) for p in (out / "run").glob("run_*.json")]
+    steps = {s["step"]: s for s in run["steps"]}
 
-    def run(name):
-        if name not in done:
-            import contextlib
-            import io
+    def read(name):
+        step = steps[f"measure-{name}"]
+        assert step["outputs"] == [f"{name}_dry-run-cpu.json"], step
+        (doc,) = bench.load_results(out / step["outputs"][0])
+        return step["exit_code"], doc, (out / step["log"]).read_text()
 
-            out, text = folder / f"{name}.json", io.StringIO()
-            with contextlib.redirect_stdout(text):
-                code = bench.cli.main(["--measure", name, "--dry-run", "--no-progress", "--out", str(out)])
-            (doc,) = bench.load_results(out)
-            done[name] = (code, doc, text.getvalue())
-        return done[name]
-
-    return run
+    return read
 
 
 def test_every_measure_has_a_kind_and_sizes():
@@ -55,22 +58,26 @@ def test_every_measure_has_a_kind_and_sizes():
 
 
 @pytest.mark.triton
+@pytest.mark.slow  # reads the GPU run's dry run (conftest's gpu_dry_run: about 90 s, once per test run)
 @pytest.mark.parametrize("name", list(bench.MEASURES))
 def test_a_dry_run_writes_a_document_of_its_kind(dry_runs, name):
     code, doc, text = dry_runs(name)
     assert code == 0, text
     assert doc["schema"] == bench.SCHEMA and doc["kind"] == name and doc["dry_run"] is True
     assert doc["device"]["kind"] == "cpu" and doc["versions"]["torch"] and doc["date"].endswith("+00:00")
-    assert doc["command"] == f"python -m attn_edu.bench --measure {name} --dry-run --no-progress --out " \
-                             + doc["source"]
+    # the command the step ran (its log's first line, after the interpreter), as the document says
+    ran = text.splitlines()[0].split(" ", 2)[2]
+    assert doc["command"] == "python " + ran == f"python -m attn_edu.bench --measure {name} --dry-run --out " \
+                                                + doc["source"]
     assert doc["results"] and not any("error" in r for r in doc["results"])
-    assert "wrote" in text
+    assert f"wrote {doc['source']}" in text
     for r in doc["results"]:
         assert r["median_ms"] > 0 and r["min_ms"] <= r["median_ms"], r
         assert r["impl"] in text
 
 
 @pytest.mark.triton
+@pytest.mark.slow  # reads the GPU run's dry run (conftest's gpu_dry_run)
 def test_backward_times_both_schedules_against_sdpa(dry_runs):
     from attn_edu.kernels import flash_triton
 
@@ -106,6 +113,7 @@ def _counted_backward_flops(batch, heads, n, d):
 
 
 @pytest.mark.triton
+@pytest.mark.slow  # reads the GPU run's dry run (conftest's gpu_dry_run)
 def test_backward_flops_are_the_matmuls_a_fused_backward_does(dry_runs):
     _, doc, _ = dry_runs("backward")
     for r in doc["results"]:
@@ -126,6 +134,7 @@ def test_causal_backward_counts_half():
 
 
 @pytest.mark.triton
+@pytest.mark.slow  # reads the GPU run's dry run (conftest's gpu_dry_run)
 @pytest.mark.parametrize("name, causal", [("forward_cudnn", False), ("causal_d128", True)])
 def test_forward_sweeps_put_triton_beside_sdpa(dry_runs, name, causal):
     _, doc, _ = dry_runs(name)
@@ -139,6 +148,7 @@ def test_forward_sweeps_put_triton_beside_sdpa(dry_runs, name, causal):
 
 
 @pytest.mark.triton
+@pytest.mark.slow  # reads the GPU run's dry run (conftest's gpu_dry_run)
 def test_host_time_covers_every_implementation(dry_runs):
     _, doc, _ = dry_runs("host_time")
     timed = {r["impl"] for r in doc["results"]}
@@ -152,6 +162,7 @@ def test_host_time_covers_every_implementation(dry_runs):
 
 
 @pytest.mark.triton
+@pytest.mark.slow  # reads the GPU run's dry run (conftest's gpu_dry_run)
 def test_decode_graph_and_memory_record_every_decode_implementation(dry_runs):
     _, graph, _ = dry_runs("decode_graph")
     assert {(r["impl"], r["context"]) for r in graph["results"]} == {(i, c) for i in bench.DECODE_IMPLS for c in NS}
@@ -171,13 +182,15 @@ def test_decode_graph_and_memory_record_every_decode_implementation(dry_runs):
 
 
 @pytest.mark.triton
-@pytest.mark.slow  # a second run of each measurement (1-4 s each; 14 s in all on 2 busy cores)
+@pytest.mark.slow  # a run of each measurement in this process (1-4 s each; 14 s in all on 2 busy cores)
 @pytest.mark.parametrize("name", list(bench.MEASURES))
-def test_a_failing_point_is_recorded_and_the_run_goes_on(dry_runs, monkeypatch, tmp_path, name):
+def test_a_failing_point_is_recorded_and_the_run_goes_on(monkeypatch, tmp_path, name):
     """SDPA fails at n = 64 (keys, or the KV cache): its rows there carry the error, every
     other row is measured, and the command exits 1."""
     torch = pytest.importorskip("torch")
-    dry_runs(name)  # compile and warm up outside the planted run
+    pytest.importorskip("triton")
+    if bench.cuda_available():
+        pytest.skip("a dry run on the CPU")
     real = torch.nn.functional.scaled_dot_product_attention
 
     def planted(q, k, v, *args, **kwargs):
