@@ -48,7 +48,9 @@ step failed, stopped or did not run.
 ``--dry-run`` runs every step on the CPU at tiny sizes (Triton's interpreter; one short
 chapter in the Colab stand-in, tests/standin.py; every measurement with ``--dry-run``) and
 marks every document ``"dry_run": true``: it checks the pipeline, its numbers are CPU
-numbers. tests/test_gpu_pipeline.py runs it once per test run (tests/conftest.py's ``gpu_dry_run``),
+numbers. So each measurement runs at one length there (the dry-run rule of
+attn_edu/bench/measure.py); the sweeps keep their own sizes (``steps``: n <= 64).
+tests/test_gpu_pipeline.py runs it once per test run (tests/conftest.py's ``gpu_dry_run``),
 and tests/test_bench_measure.py reads its measurements' documents.
 """
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Each measurement writes a document of its kind with the fields a chapter or a plot reads;
 a point that fails is recorded and the run goes on (exit code 1); the backward's FLOP count
-is checked against the matmuls PyTorch's FLOP counter sees. Triton runs interpreted
-(conftest sets TRITON_INTERPRET=1 on a machine without a GPU), at n <= 64, d = 16. The documents read
+is checked against the matmuls PyTorch's FLOP counter sees. Triton runs interpreted, at
+d = 16 and one length (the dry-run rule, attn_edu/bench/measure.py). The documents read
 here are the GPU run's own dry run (tests/conftest.py's ``gpu_dry_run``: its
 ``measure-NAME`` steps, each ``python -m attn_edu.bench --measure NAME --dry-run``), made
 once for this module and tests/test_gpu_pipeline.py; the failing-point tests run a
@@ -12,12 +12,13 @@ measurement again in this process, with a failure planted.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from attn_edu import bench, profiling
 
-NS = (32, 64)  # the dry run's lengths (MEASURE_SIZES)
+NS = (32,)  # the dry run's one length (MEASURE_SIZES, the dry-run rule)
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +47,10 @@ def test_every_measure_has_a_kind_and_sizes():
     assert set(bench.MEASURE_SIZES) == set(bench.MEASURES)
     for name, sizes in bench.MEASURE_SIZES.items():
         dry = sizes["dry_run"]
-        assert max(dry["n"]) <= 64 and dry["d"] == (16,) and dry["heads"] == 1, name  # interpreted: tiny
-        assert sizes["gpu"]["n"] != dry["n"]
+        assert dry["n"] == NS and dry["d"] == (16,) and dry["heads"] == 1, name  # interpreted: tiny
+        assert len(sizes["gpu"]["n"]) > 1 and not set(dry["n"]) & set(sizes["gpu"]["n"]), name
+    mem = bench.MEASURE_SIZES["memory"]
+    assert len(mem["dry_run"]["decode_n"]) == 1 < len(mem["gpu"]["decode_n"])
     for name in ("backward", "forward_cudnn"):
         gpu = bench.MEASURE_SIZES[name]["gpu"]
         assert (gpu["d"], gpu["batch"], gpu["heads"]) == ((64, 128), 4, 16)
@@ -55,6 +58,30 @@ def test_every_measure_has_a_kind_and_sizes():
     assert bench.MEASURE_SIZES["causal_d128"]["gpu"]["d"] == (128,)
     gpu = bench.MEASURE_SIZES["decode_graph"]["gpu"]
     assert gpu["batch"] == 1 and (min(gpu["n"]), max(gpu["n"])) == (16384, 65536)
+
+
+@pytest.mark.parametrize("name", list(bench.MEASURES))
+def test_a_gpu_run_measures_every_length_and_a_dry_run_one(monkeypatch, name):
+    """The dry-run rule (one length) is the dry run's alone: a GPU run takes every length of
+    MEASURE_SIZES' "gpu" sizes, and ``n`` still replaces them in both."""
+    seen = {}
+
+    def measured(run):
+        seen[run.dry_run] = run.ns, run.sizes
+        return {"results": [{"impl": "x", "median_ms": 1.0}], "skipped": {}}
+
+    monkeypatch.setitem(bench.measure._MEASURE_FNS, name, measured)
+    monkeypatch.setattr(bench.measure, "cuda_available", lambda: True)
+    monkeypatch.setattr(bench.measure, "gpu_half_dtype", lambda device: "bfloat16")
+    monkeypatch.setattr(bench.measure, "interpret_requested", lambda: True)
+    quiet = open(os.devnull, "w")
+    for dry in (False, True):
+        assert bench.run_measure(name, dry_run=dry, stream=quiet)[1] == 0
+    sizes = bench.MEASURE_SIZES[name]
+    assert seen[False] == (tuple(sizes["gpu"]["n"]), sizes["gpu"]) and len(seen[False][0]) > 1
+    assert seen[True] == (NS, sizes["dry_run"])
+    bench.run_measure(name, dry_run=True, n=[32, 64], stream=quiet)
+    assert seen[True][0] == (32, 64)
 
 
 @pytest.mark.triton
@@ -185,8 +212,8 @@ def test_decode_graph_and_memory_record_every_decode_implementation(dry_runs):
 @pytest.mark.slow  # a run of each measurement in this process (1-4 s each; 14 s in all on 2 busy cores)
 @pytest.mark.parametrize("name", list(bench.MEASURES))
 def test_a_failing_point_is_recorded_and_the_run_goes_on(monkeypatch, tmp_path, name):
-    """SDPA fails at n = 64 (keys, or the KV cache): its rows there carry the error, every
-    other row is measured, and the command exits 1."""
+    """SDPA fails at n = 64 (keys, or the KV cache) of a dry run at n = 32 and 64: its rows
+    there carry the error, every other row is measured, and the command exits 1."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("triton")
     if bench.cuda_available():
@@ -200,7 +227,8 @@ def test_a_failing_point_is_recorded_and_the_run_goes_on(monkeypatch, tmp_path, 
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", planted)
     out = tmp_path / "planted.json"
-    assert bench.cli.main(["--measure", name, "--dry-run", "--no-progress", "--repeat", "1", "--out", str(out)]) == 1
+    assert bench.cli.main(["--measure", name, "--dry-run", "--n", "32", "64", "--no-progress", "--repeat", "1",
+                           "--out", str(out)]) == 1
     (doc,) = bench.load_results(out)
     rows = doc["results"]
     length = [r.get("n", r.get("context")) for r in rows]
