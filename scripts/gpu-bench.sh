@@ -59,16 +59,19 @@ check_machine() {  # --check: what a GPU owner runs first
     fail "$PY is not a Python 3.9+ interpreter" "set PYTHON=/path/to/python (the one with torch)"
     echo "==> 1 or more checks failed"; return 1
   fi
-  local torch_v
-  if torch_v=$("$PY" -c "import torch; print(torch.__version__, 'CUDA', torch.version.cuda)" 2>/dev/null); then
+  local torch_v triton_v cuda=False
+  # one interpreter for torch's version and whether it sees a GPU (importing torch takes seconds)
+  if torch_v=$("$PY" -c "import torch; print(torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.is_available())" \
+      2>/dev/null); then
+    cuda=${torch_v##* }; torch_v=${torch_v% *}
     ok "torch $torch_v"
     [[ $torch_v == *"CUDA None" ]] && fail "this torch is a CPU-only build" \
       "install a CUDA build of torch (pytorch.org/get-started/locally)"
   else
     fail "torch is not importable by $PY" "pip install -r requirements.txt (or set PYTHON to the python that has torch)"
   fi
-  if "$PY" -c "import triton" 2>/dev/null; then
-    ok "triton $("$PY" -c "import triton; print(triton.__version__)")"
+  if triton_v=$("$PY" -c "import triton; print(triton.__version__)" 2>/dev/null); then
+    ok "triton $triton_v"
   else
     fail "triton is not importable by $PY" "pip install triton (Linux only)"
   fi
@@ -98,7 +101,7 @@ check_machine() {  # --check: what a GPU owner runs first
     fail "nvidia-smi does not run: no NVIDIA driver or no GPU" \
       "install the NVIDIA driver; on Colab: Runtime > Change runtime type > T4 GPU"
   fi
-  if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  if [[ $cuda != True ]]; then
     echo "no CUDA GPU: torch.cuda.is_available() is False on this machine, so there is nothing to"
     echo "measure here. The GPU tests and benchmarks need an NVIDIA GPU (a T4, an A100, an H100);"
     echo "bash scripts/gpu-bench.sh --dry-run DIR checks the pipeline on the CPU."

@@ -48,7 +48,10 @@ step failed, stopped or did not run.
 ``--dry-run`` runs every step on the CPU at tiny sizes (Triton's interpreter; one short
 chapter in the Colab stand-in, tests/standin.py; every measurement with ``--dry-run``) and
 marks every document ``"dry_run": true``: it checks the pipeline, its numbers are CPU
-numbers. tests/test_gpu_pipeline.py runs it.
+numbers. So each measurement runs at one length there (the dry-run rule of
+attn_edu/bench/measure.py); the sweeps keep their own sizes (``steps``: n <= 64).
+tests/test_gpu_pipeline.py runs it once per test run (tests/conftest.py's ``gpu_dry_run``),
+and tests/test_bench_measure.py reads its measurements' documents.
 """
 from __future__ import annotations
 
@@ -299,10 +302,8 @@ def execute_notebook(path: Path, kernel_python: Path, deadline_at: float, *, max
                            "slowest_cells": [], "gpu_branches": [], "kernel": None}
     seconds: Dict[int, float] = {}
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="attn-edu-gpu-run-") as tmp:
-        dirs = venvs.jupyter_dirs(Path(tmp) / "jupyter")
-        saved = {k: os.environ.get(k) for k in dirs}
-        os.environ.update(dirs)
+    with tempfile.TemporaryDirectory(prefix="attn-edu-gpu-run-") as tmp, \
+            venvs.environ(venvs.jupyter_dirs(Path(tmp) / "jupyter")) as dirs:   # the kernel's Jupyter files
         try:
             if colab_standin:
                 colab.write_colab_kernelspec(Path(dirs["JUPYTER_PATH"]), kernel_python, Path(tmp),
@@ -371,12 +372,6 @@ def execute_notebook(path: Path, kernel_python: Path, deadline_at: float, *, max
                 got = {"why": "no kernel"}
             else:
                 raise
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
     rec["seconds"] = rec["seconds"] or round(time.monotonic() - start, 3)
     rec["gpu_peak_bytes"], rec["gpu_reserved_peak_bytes"] = got.get("gpu_peak_bytes"), got.get("gpu_reserved_peak_bytes")
     rec["gpu_memory_note"] = got.get("why")

@@ -36,18 +36,26 @@
   network flags of :data:`LAUNCH_ARGS`; one instance, because Playwright's sync API cannot
   run twice at once. :func:`offline_context` opens a context in it that aborts (and
   reports) every request leaving 127.0.0.1. ``ATTN_EDU_SKIP_BROWSER=1`` skips instead of
-  failing when Chromium or Playwright is missing.
+  failing when Chromium or Playwright is missing. ``gpu_dry_run``: ``bash
+  scripts/gpu-bench.sh --dry-run DIR`` once per test run, on whichever pytest-xdist worker
+  asks first (a lock makes another wait for it, then read it): tests/test_gpu_pipeline.py
+  checks the run, tests/test_bench_measure.py each measurement's document in it.
 
 Collection needs NumPy, pytest and hypothesis only: modules that need torch, triton,
 matplotlib or plotly skip themselves (``pytest.importorskip``) where they are missing.
 """
 from __future__ import annotations
 
+import fcntl
 import importlib.util
+import json
 import os
 import re
+import subprocess
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Optional, Sequence
 from urllib.parse import urlsplit
 
@@ -268,3 +276,28 @@ def numpy_only_venv():
                                               f"hypothesis=={hypothesis.__version__}"])
     venvs.install_attn_edu(python)
     return python
+
+
+@pytest.fixture(scope="session")
+def gpu_dry_run(tmp_path_factory):
+    """``(DIR, result)`` of ``bash scripts/gpu-bench.sh --dry-run DIR`` (every step of the GPU
+    run on the CPU, about 90 s), run once for the whole test run: pytest-xdist's workers
+    share one folder of the run's base temp, and a lock there makes a second worker wait for
+    the first and read its result. ``result``: the command's returncode, stdout, stderr."""
+    for module in ("torch", "plotly", "nbclient", "jsonschema"):  # the PyTorch and Triton sweeps,
+        pytest.importorskip(module)                               # the chapters' figures, the schema
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "gpu_bench_dry_run"
+    shared.mkdir(exist_ok=True)
+    out, said = shared / "out", shared / "result.json"
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not said.is_file():
+            env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+            env.update(PYTHONPATH=str(venvs.REPO), PYTHON=sys.executable)
+            start = time.perf_counter()
+            res = subprocess.run(["bash", "scripts/gpu-bench.sh", "--dry-run", str(out)], cwd=venvs.REPO,
+                                 env=env, capture_output=True, text=True, timeout=900)
+            print(f"gpu-bench.sh --dry-run took {time.perf_counter() - start:.0f} s")
+            said.write_text(json.dumps({"returncode": res.returncode, "stdout": res.stdout, "stderr": res.stderr}))
+    return out, SimpleNamespace(**json.loads(said.read_text()))

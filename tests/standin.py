@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import colab
-from venvs import REPO, jupyter_dirs
+from venvs import REPO, environ, jupyter_dirs
 
 CACHE = REPO / "_build" / "standin"
 
@@ -109,45 +109,36 @@ def _run(path: Path, python: Path, where: str) -> dict:
     import nbformat
     from nbclient import NotebookClient
 
-    with tempfile.TemporaryDirectory(prefix="attn-edu-standin-") as tmp:
+    # the kernel's Jupyter files in a temporary folder; its PYTHONPATH is the kernelspec's alone
+    with tempfile.TemporaryDirectory(prefix="attn-edu-standin-") as tmp, \
+            environ({**jupyter_dirs(Path(tmp) / "jupyter"), "PYTHONPATH": None}) as dirs:
         tmp = Path(tmp)
-        dirs = jupyter_dirs(tmp / "jupyter")
-        saved = {k: os.environ.get(k) for k in (*dirs, "PYTHONPATH")}
-        os.environ.update(dirs)
-        os.environ.pop("PYTHONPATH", None)
-        try:
-            env = {"PYTHONPATH": str(REPO)} if where == "this environment" else None
-            colab.write_colab_kernelspec(Path(dirs["JUPYTER_PATH"]), python, tmp, block=("triton",), env=env)
-            nb = nbformat.read(path, as_version=4)
-            client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                                    resources={"metadata": {"path": str(path.parent)}})
-            explorer_error = None
-            with client.setup_kernel():
-                probe = nbformat.v4.new_code_cell(PROBE)
-                nb.cells.insert(0, probe)
-                client.execute_cell(probe, 0)
-                nb.cells.pop(0)
-                kernel = _kernel_process(client)
-                start, cpu0, own0 = time.perf_counter(), _machine_cpu_seconds(), _cpu_of(kernel)
-                for index, cell in enumerate(nb.cells):
-                    client.execute_cell(cell, index)
-                run_s = time.perf_counter() - start
-                # how many cores the rest of the machine kept busy meanwhile, on average
-                own_cpu = (_cpu_of(kernel) - own0) if kernel is not None else None
-                others = ((_machine_cpu_seconds() - cpu0) - (own_cpu or 0.0)) / max(run_s, 1e-9)
-                move = nbformat.v4.new_code_cell(MOVE_CONTROLS)
-                nb.cells.append(move)
-                try:
-                    client.execute_cell(move, len(nb.cells) - 1)
-                except Exception as err:  # the audit's assert: reported by the test, not here
-                    explorer_error = str(err)[-3000:]
-                nb.cells.pop()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        env = {"PYTHONPATH": str(REPO)} if where == "this environment" else None
+        colab.write_colab_kernelspec(Path(dirs["JUPYTER_PATH"]), python, tmp, block=("triton",), env=env)
+        nb = nbformat.read(path, as_version=4)
+        client = NotebookClient(nb, timeout=300, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}})
+        explorer_error = None
+        with client.setup_kernel():
+            probe = nbformat.v4.new_code_cell(PROBE)
+            nb.cells.insert(0, probe)
+            client.execute_cell(probe, 0)
+            nb.cells.pop(0)
+            kernel = _kernel_process(client)
+            start, cpu0, own0 = time.perf_counter(), _machine_cpu_seconds(), _cpu_of(kernel)
+            for index, cell in enumerate(nb.cells):
+                client.execute_cell(cell, index)
+            run_s = time.perf_counter() - start
+            # how many cores the rest of the machine kept busy meanwhile, on average
+            own_cpu = (_cpu_of(kernel) - own0) if kernel is not None else None
+            others = ((_machine_cpu_seconds() - cpu0) - (own_cpu or 0.0)) / max(run_s, 1e-9)
+            move = nbformat.v4.new_code_cell(MOVE_CONTROLS)
+            nb.cells.append(move)
+            try:
+                client.execute_cell(move, len(nb.cells) - 1)
+            except Exception as err:  # the audit's assert: reported by the test, not here
+                explorer_error = str(err)[-3000:]
+            nb.cells.pop()
     texts = [o.get("text", "") for o in move.outputs if o.get("output_type") == "stream"]
     return {"cells": [dict(c) for c in nb.cells], "probe": probe.outputs[0]["text"].split(),
             "where": where, "run_s": run_s, "others_busy": max(0.0, others), "cores": os.cpu_count() or 1,

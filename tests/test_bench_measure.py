@@ -2,40 +2,44 @@
 
 Each measurement writes a document of its kind with the fields a chapter or a plot reads;
 a point that fails is recorded and the run goes on (exit code 1); the backward's FLOP count
-is checked against the matmuls PyTorch's FLOP counter sees. Triton runs interpreted
-(conftest sets TRITON_INTERPRET=1 on a machine without a GPU), at n <= 64, d = 16.
+is checked against the matmuls PyTorch's FLOP counter sees. Triton runs interpreted, at
+d = 16 and one length (the dry-run rule, attn_edu/bench/measure.py). The documents read
+here are the GPU run's own dry run (tests/conftest.py's ``gpu_dry_run``: its
+``measure-NAME`` steps, each ``python -m attn_edu.bench --measure NAME --dry-run``), made
+once for this module and tests/test_gpu_pipeline.py; the failing-point tests run a
+measurement again in this process, with a failure planted.
 """
 from __future__ import annotations
+
+import json
+import os
 
 import pytest
 
 from attn_edu import bench, profiling
 
-NS = (32, 64)  # the dry run's lengths (MEASURE_SIZES)
+NS = (32,)  # the dry run's one length (MEASURE_SIZES, the dry-run rule)
 
 
 @pytest.fixture(scope="module")
-def dry_runs(tmp_path_factory):
-    """Each measurement's dry run, once per module: name -> (exit code, document, stdout)."""
+def dry_runs(request):
+    """Each measurement as the GPU run's dry run made it: name -> (its step's exit code, the
+    document it wrote, its step's log: the command line, then what it printed)."""
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     if bench.cuda_available():
         pytest.skip("the dry run's expectations are the CPU's (no cuDNN, no CUDA graph)")
-    folder, done = tmp_path_factory.mktemp("measure"), {}
+    out, _ = request.getfixturevalue("gpu_dry_run")   # after the skips: the dry run takes 90 s
+    (run,) = [json.loads(p.read_text()) for p in (out / "run").glob("run_*.json")]
+    steps = {s["step"]: s for s in run["steps"]}
 
-    def run(name):
-        if name not in done:
-            import contextlib
-            import io
+    def read(name):
+        step = steps[f"measure-{name}"]
+        assert step["outputs"] == [f"{name}_dry-run-cpu.json"], step
+        (doc,) = bench.load_results(out / step["outputs"][0])
+        return step["exit_code"], doc, (out / step["log"]).read_text()
 
-            out, text = folder / f"{name}.json", io.StringIO()
-            with contextlib.redirect_stdout(text):
-                code = bench.cli.main(["--measure", name, "--dry-run", "--no-progress", "--out", str(out)])
-            (doc,) = bench.load_results(out)
-            done[name] = (code, doc, text.getvalue())
-        return done[name]
-
-    return run
+    return read
 
 
 def test_every_measure_has_a_kind_and_sizes():
@@ -43,8 +47,10 @@ def test_every_measure_has_a_kind_and_sizes():
     assert set(bench.MEASURE_SIZES) == set(bench.MEASURES)
     for name, sizes in bench.MEASURE_SIZES.items():
         dry = sizes["dry_run"]
-        assert max(dry["n"]) <= 64 and dry["d"] == (16,) and dry["heads"] == 1, name  # interpreted: tiny
-        assert sizes["gpu"]["n"] != dry["n"]
+        assert dry["n"] == NS and dry["d"] == (16,) and dry["heads"] == 1, name  # interpreted: tiny
+        assert len(sizes["gpu"]["n"]) > 1 and not set(dry["n"]) & set(sizes["gpu"]["n"]), name
+    mem = bench.MEASURE_SIZES["memory"]
+    assert len(mem["dry_run"]["decode_n"]) == 1 < len(mem["gpu"]["decode_n"])
     for name in ("backward", "forward_cudnn"):
         gpu = bench.MEASURE_SIZES[name]["gpu"]
         assert (gpu["d"], gpu["batch"], gpu["heads"]) == ((64, 128), 4, 16)
@@ -54,23 +60,51 @@ def test_every_measure_has_a_kind_and_sizes():
     assert gpu["batch"] == 1 and (min(gpu["n"]), max(gpu["n"])) == (16384, 65536)
 
 
+@pytest.mark.parametrize("name", list(bench.MEASURES))
+def test_a_gpu_run_measures_every_length_and_a_dry_run_one(monkeypatch, name):
+    """The dry-run rule (one length) is the dry run's alone: a GPU run takes every length of
+    MEASURE_SIZES' "gpu" sizes, and ``n`` still replaces them in both."""
+    seen = {}
+
+    def measured(run):
+        seen[run.dry_run] = run.ns, run.sizes
+        return {"results": [{"impl": "x", "median_ms": 1.0}], "skipped": {}}
+
+    monkeypatch.setitem(bench.measure._MEASURE_FNS, name, measured)
+    monkeypatch.setattr(bench.measure, "cuda_available", lambda: True)
+    monkeypatch.setattr(bench.measure, "gpu_half_dtype", lambda device: "bfloat16")
+    monkeypatch.setattr(bench.measure, "interpret_requested", lambda: True)
+    quiet = open(os.devnull, "w")
+    for dry in (False, True):
+        assert bench.run_measure(name, dry_run=dry, stream=quiet)[1] == 0
+    sizes = bench.MEASURE_SIZES[name]
+    assert seen[False] == (tuple(sizes["gpu"]["n"]), sizes["gpu"]) and len(seen[False][0]) > 1
+    assert seen[True] == (NS, sizes["dry_run"])
+    bench.run_measure(name, dry_run=True, n=[32, 64], stream=quiet)
+    assert seen[True][0] == (32, 64)
+
+
 @pytest.mark.triton
+@pytest.mark.slow  # reads the GPU run's dry run (conftest's gpu_dry_run: about 90 s, once per test run)
 @pytest.mark.parametrize("name", list(bench.MEASURES))
 def test_a_dry_run_writes_a_document_of_its_kind(dry_runs, name):
     code, doc, text = dry_runs(name)
     assert code == 0, text
     assert doc["schema"] == bench.SCHEMA and doc["kind"] == name and doc["dry_run"] is True
     assert doc["device"]["kind"] == "cpu" and doc["versions"]["torch"] and doc["date"].endswith("+00:00")
-    assert doc["command"] == f"python -m attn_edu.bench --measure {name} --dry-run --no-progress --out " \
-                             + doc["source"]
+    # the command the step ran (its log's first line, after the interpreter), as the document says
+    ran = text.splitlines()[0].split(" ", 2)[2]
+    assert doc["command"] == "python " + ran == f"python -m attn_edu.bench --measure {name} --dry-run --out " \
+                                                + doc["source"]
     assert doc["results"] and not any("error" in r for r in doc["results"])
-    assert "wrote" in text
+    assert f"wrote {doc['source']}" in text
     for r in doc["results"]:
         assert r["median_ms"] > 0 and r["min_ms"] <= r["median_ms"], r
         assert r["impl"] in text
 
 
 @pytest.mark.triton
+@pytest.mark.slow  # reads the GPU run's dry run (conftest's gpu_dry_run)
 def test_backward_times_both_schedules_against_sdpa(dry_runs):
     from attn_edu.kernels import flash_triton
 
@@ -106,6 +140,7 @@ def _counted_backward_flops(batch, heads, n, d):
 
 
 @pytest.mark.triton
+@pytest.mark.slow  # reads the GPU run's dry run (conftest's gpu_dry_run)
 def test_backward_flops_are_the_matmuls_a_fused_backward_does(dry_runs):
     _, doc, _ = dry_runs("backward")
     for r in doc["results"]:
@@ -126,6 +161,7 @@ def test_causal_backward_counts_half():
 
 
 @pytest.mark.triton
+@pytest.mark.slow  # reads the GPU run's dry run (conftest's gpu_dry_run)
 @pytest.mark.parametrize("name, causal", [("forward_cudnn", False), ("causal_d128", True)])
 def test_forward_sweeps_put_triton_beside_sdpa(dry_runs, name, causal):
     _, doc, _ = dry_runs(name)
@@ -139,6 +175,7 @@ def test_forward_sweeps_put_triton_beside_sdpa(dry_runs, name, causal):
 
 
 @pytest.mark.triton
+@pytest.mark.slow  # reads the GPU run's dry run (conftest's gpu_dry_run)
 def test_host_time_covers_every_implementation(dry_runs):
     _, doc, _ = dry_runs("host_time")
     timed = {r["impl"] for r in doc["results"]}
@@ -152,6 +189,7 @@ def test_host_time_covers_every_implementation(dry_runs):
 
 
 @pytest.mark.triton
+@pytest.mark.slow  # reads the GPU run's dry run (conftest's gpu_dry_run)
 def test_decode_graph_and_memory_record_every_decode_implementation(dry_runs):
     _, graph, _ = dry_runs("decode_graph")
     assert {(r["impl"], r["context"]) for r in graph["results"]} == {(i, c) for i in bench.DECODE_IMPLS for c in NS}
@@ -171,13 +209,15 @@ def test_decode_graph_and_memory_record_every_decode_implementation(dry_runs):
 
 
 @pytest.mark.triton
-@pytest.mark.slow  # a second run of each measurement (1-4 s each; 14 s in all on 2 busy cores)
+@pytest.mark.slow  # a run of each measurement in this process (1-4 s each; 14 s in all on 2 busy cores)
 @pytest.mark.parametrize("name", list(bench.MEASURES))
-def test_a_failing_point_is_recorded_and_the_run_goes_on(dry_runs, monkeypatch, tmp_path, name):
-    """SDPA fails at n = 64 (keys, or the KV cache): its rows there carry the error, every
-    other row is measured, and the command exits 1."""
+def test_a_failing_point_is_recorded_and_the_run_goes_on(monkeypatch, tmp_path, name):
+    """SDPA fails at n = 64 (keys, or the KV cache) of a dry run at n = 32 and 64: its rows
+    there carry the error, every other row is measured, and the command exits 1."""
     torch = pytest.importorskip("torch")
-    dry_runs(name)  # compile and warm up outside the planted run
+    pytest.importorskip("triton")
+    if bench.cuda_available():
+        pytest.skip("a dry run on the CPU")
     real = torch.nn.functional.scaled_dot_product_attention
 
     def planted(q, k, v, *args, **kwargs):
@@ -187,7 +227,8 @@ def test_a_failing_point_is_recorded_and_the_run_goes_on(dry_runs, monkeypatch, 
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", planted)
     out = tmp_path / "planted.json"
-    assert bench.cli.main(["--measure", name, "--dry-run", "--no-progress", "--repeat", "1", "--out", str(out)]) == 1
+    assert bench.cli.main(["--measure", name, "--dry-run", "--n", "32", "64", "--no-progress", "--repeat", "1",
+                           "--out", str(out)]) == 1
     (doc,) = bench.load_results(out)
     rows = doc["results"]
     length = [r.get("n", r.get("context")) for r in rows]

@@ -345,12 +345,18 @@ def correctness_jobs():
     return jobs
 
 
+def launched_jobs(world_size, jobs, timeout=180):
+    """Every ``(q, k, v, dout, options)`` of ``jobs`` run in one launch of ``world_size``
+    ranks (dist_workers.run_jobs): ``[(every rank's result, q, k, v, dout, options)]`` a job."""
+    runs = D.launch(dist_workers.run_jobs, world_size, jobs, timeout=timeout)
+    return [([runs[r][j] for r in range(world_size)], *job) for j, job in enumerate(jobs)]
+
+
 def run_correctness(world_size, jobs):
-    runs = D.launch(dist_workers.run_jobs, world_size, jobs, timeout=180)
-    for j, (q, k, v, do, options) in enumerate(jobs):
-        results = [runs[r][j] for r in range(world_size)]
+    done = launched_jobs(world_size, jobs)
+    for results, q, k, v, do, options in done:
         check_run(results, q, k, v, do, world_size, options["method"], options["layout"], options["causal"])
-    return runs
+    return done
 
 
 @pytest.mark.slow  # starts two processes
@@ -374,12 +380,12 @@ def test_ring_on_two_processes_equals_the_reference():
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
 def test_ring_and_ulysses_equal_the_reference_outputs_gradients_and_bytes(world_size):
     jobs = correctness_jobs()
-    runs = run_correctness(world_size, jobs)
+    done = run_correctness(world_size, jobs)
     # no overlap and other tile sizes: the same numbers (same merges in the same order)
     zig = [j for j, (*_, o) in enumerate(jobs) if o == dict(method="ring", layout="zigzag", causal=True)
            and jobs[j][0].dtype == torch.float64]
     assert len(zig) == 1
-    plain, no_overlap = runs[0][zig[0]], runs[0][-1]
+    plain, no_overlap = done[zig[0]][0][0], done[-1][0][0]   # rank 0's result of each
     assert (plain["out"] - no_overlap["out"]).abs().max() <= 1e-14
 
 
@@ -585,10 +591,7 @@ def _sixteen_bit_jobs(length):
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_ring_and_ulysses_are_as_accurate_as_sdpa_in_16_bits(world_size):
     """bf16 / fp16: float32 statistics and accumulators, so within 1.5x of torch SDPA's error."""
-    jobs = sixteen_bit_jobs()
-    runs = D.launch(dist_workers.run_jobs, world_size, jobs, timeout=300)
-    for j, (q, k, v, do, o) in enumerate(jobs):
-        results = [runs[r][j] for r in range(world_size)]
+    for results, q, k, v, do, o in launched_jobs(world_size, sixteen_bit_jobs(), timeout=300):
         out, grads = gathered(results, o["layout"])
         assert out.dtype == q.dtype and all(g.dtype == q.dtype for g in grads)
         assert_as_accurate_as_sdpa(out, grads, q, k, v, do, o["causal"],
@@ -610,11 +613,8 @@ def gqa_jobs():
 @pytest.mark.slow
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_grouped_kv_heads_are_sent_as_they_are_and_bytes_match_the_formulas(world_size):
-    jobs = gqa_jobs()
-    runs = D.launch(dist_workers.run_jobs, world_size, jobs, timeout=180)
     copies = 0
-    for j, (q, k, v, do, o) in enumerate(jobs):
-        results = [runs[r][j] for r in range(world_size)]
+    for results, q, k, v, do, o in launched_jobs(world_size, gqa_jobs()):
         check_run(results, q, k, v, do, world_size, o["method"], o["layout"], o["causal"])
         b, h, length, d = q.shape
         hkv = k.shape[1]

@@ -1,4 +1,5 @@
-"""The GPU measurement pipeline, run on the CPU: ``bash scripts/gpu-bench.sh --dry-run DIR``.
+"""The GPU measurement pipeline, run on the CPU: ``bash scripts/gpu-bench.sh --dry-run DIR``
+(once per test run: tests/conftest.py's ``gpu_dry_run``, which tests/test_bench_measure.py reads too).
 
 Every step runs (Triton's interpreter, tiny shapes), writes its JSON document with the
 schema and a kind, never aborts on a missed goal or a failed point, and the loaders and
@@ -23,29 +24,12 @@ from attn_edu import bench, profiling
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def dry_run_dir(tmp_path_factory):
-    pytest.importorskip("torch")  # the pipeline runs the PyTorch and Triton sweeps
-    pytest.importorskip("plotly")
-    pytest.importorskip("nbclient")
-    pytest.importorskip("jsonschema")
-    out = tmp_path_factory.mktemp("gpu_bench_dry_run")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT)
-    env["PYTHON"] = sys.executable
-    start = time.perf_counter()
-    res = subprocess.run(["bash", "scripts/gpu-bench.sh", "--dry-run", str(out)], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=900)
-    print(f"gpu-bench.sh --dry-run took {time.perf_counter() - start:.0f} s")
-    return out, res
-
-
-@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 90 s)
-def test_dry_run_runs_every_step_in_order_and_records_each(dry_run_dir):
+@pytest.mark.slow  # the dry run (conftest's gpu_dry_run) runs every step of gpu-bench.sh (about 90 s)
+def test_dry_run_runs_every_step_in_order_and_records_each(gpu_dry_run):
     sys.path.insert(0, str(ROOT / "scripts"))
     import gpu_run
 
-    out, res = dry_run_dir
+    out, res = gpu_dry_run
     said = res.stdout[-4000:] + res.stderr[-4000:]
     (run,) = [json.loads(p.read_text()) for p in (out / "run").glob("run_*.json")]
     gpu_run.validate(run)
@@ -65,14 +49,14 @@ def test_dry_run_runs_every_step_in_order_and_records_each(dry_run_dir):
     assert not list((out / "run" / "logs").glob("*.error.log"))   # no step raised in the driver
 
 
-@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 90 s)
-def test_dry_run_executes_a_chapter_in_colabs_stack_and_under_the_t4_profile(dry_run_dir):
+@pytest.mark.slow  # the dry run (conftest's gpu_dry_run) runs every step of gpu-bench.sh (about 90 s)
+def test_dry_run_executes_a_chapter_in_colabs_stack_and_under_the_t4_profile(gpu_dry_run):
     sys.path.insert(0, str(ROOT / "scripts"))
     import gpu_run
     import nbformat
     import zipfile
 
-    out, res = dry_run_dir
+    out, res = gpu_dry_run
     for name, profile in (("chapters", None), ("chapters_t4", "t4")):
         doc = json.loads((out / "run" / f"{name}_dry-run-cpu.json").read_text())
         gpu_run.validate(doc)
@@ -101,9 +85,9 @@ def test_dry_run_executes_a_chapter_in_colabs_stack_and_under_the_t4_profile(dry
     assert "triton or cuda" in tests["argv"]
 
 
-@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 90 s)
-def test_dry_run_legacy_sweeps_record_their_failures(dry_run_dir):
-    out, res = dry_run_dir
+@pytest.mark.slow  # the dry run (conftest's gpu_dry_run) runs every step of gpu-bench.sh (about 90 s)
+def test_dry_run_legacy_sweeps_record_their_failures(gpu_dry_run):
+    out, res = gpu_dry_run
     assert "kernels against float64, float16" in (out / "run" / "logs" / "correctness.log").read_text()
     assert "FAIL" not in (out / "run" / "logs" / "correctness.log").read_text()
     names = sorted(p.name for p in out.glob("*.json"))
@@ -143,9 +127,9 @@ def test_dry_run_legacy_sweeps_record_their_failures(dry_run_dir):
     assert all("autotune_config" in p for p in ratio["details"]["points"])
 
 
-@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 90 s)
-def test_chapter_loaders_and_figures_read_the_dry_run(dry_run_dir, monkeypatch):
-    out, _ = dry_run_dir
+@pytest.mark.slow  # the dry run (conftest's gpu_dry_run) runs every step of gpu-bench.sh (about 90 s)
+def test_chapter_loaders_and_figures_read_the_dry_run(gpu_dry_run, monkeypatch):
+    out, _ = gpu_dry_run
     assert bench.recorded_results("cuda", data_dir=out) == []  # never a GPU number
     sweeps = bench.recorded_results("cpu", data_dir=out)
     assert len(sweeps) == 3 and all(d["kind"] == "sweep" for d in sweeps)   # d = 16, 16 causal, 32
@@ -211,13 +195,13 @@ def test_chapter_10_without_triton_explains_and_skips_the_kernel_cells():
     assert "triton is not installed here" in text and text.count("Skipped: this cell runs") >= 4
 
 
-@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 90 s)
-def test_chapter_10_draws_a_dry_run_folder_as_cpu_data(dry_run_dir, monkeypatch):
+@pytest.mark.slow  # the dry run (conftest's gpu_dry_run) runs every step of gpu-bench.sh (about 90 s)
+def test_chapter_10_draws_a_dry_run_folder_as_cpu_data(gpu_dry_run, monkeypatch):
     """The cells that draw recorded sweeps, pointed at a dry run's folder (no GPU documents
     there): they say so and draw the CPU ones, labelled. Only the cells they need run."""
     import chapter_cells
 
-    out, _ = dry_run_dir
+    out, _ = gpu_dry_run
     monkeypatch.setenv("ATTN_EDU_BENCH_DATA", str(out))
     ids = chapter_cells.ids_until("10", 'gpu_docs = bench.recorded_results("cuda")')
     setup = [i for i, src in chapter_cells.code_cells("10")[:3]]   # first cell, triton switch, imports
@@ -226,11 +210,11 @@ def test_chapter_10_draws_a_dry_run_folder_as_cpu_data(dry_run_dir, monkeypatch)
     assert ns["docs"] and all(d["device"]["kind"] == "cpu" and d["dry_run"] for d in ns["docs"])
 
 
-@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 90 s)
-def test_chapter_11_draws_recorded_block_sparse_runs(dry_run_dir, monkeypatch):
+@pytest.mark.slow  # the dry run (conftest's gpu_dry_run) runs every step of gpu-bench.sh (about 90 s)
+def test_chapter_11_draws_recorded_block_sparse_runs(gpu_dry_run, monkeypatch):
     import chapter_cells
 
-    out, _ = dry_run_dir
+    out, _ = gpu_dry_run
     monkeypatch.setenv("ATTN_EDU_BENCH_DATA", str(out))
     ids = chapter_cells.ids_until("11", 'bench.recorded_results(what="block_sparse")')
     setup = [i for i, src in chapter_cells.code_cells("11")[:2]]   # first cell, imports
@@ -270,9 +254,9 @@ def test_published_numbers_are_cited_and_the_roofline_is_a_model():
         bench.sweep_ratios(sweeps[0], "FlashAttention-2", "FlashAttention-3")
 
 
-@pytest.mark.slow  # the dry run's fixture runs every step of gpu-bench.sh (about 90 s)
-def test_landscape_refuses_cpu_documents(dry_run_dir):
-    out, _ = dry_run_dir
+@pytest.mark.slow  # the dry run (conftest's gpu_dry_run) runs every step of gpu-bench.sh (about 90 s)
+def test_landscape_refuses_cpu_documents(gpu_dry_run):
+    out, _ = gpu_dry_run
     with pytest.raises(ValueError, match="GPU measurements only"):
         bench.landscape_figure(bench.recorded_results("cpu", data_dir=out))
 
@@ -491,7 +475,7 @@ def test_correctness_step_runs_in_the_half_type_and_records_a_wrong_kernel(monke
     assert all(r["max_error"] < 1e-2 for r in records if r["passed"])
 
 
-@pytest.mark.slow  # a step runs until the deadline stops it (16 s)
+@pytest.mark.slow  # a step runs until the deadline stops it (8 s)
 def test_deadline_stops_a_step_skips_the_rest_and_from_continues(tmp_path, monkeypatch, capsys):
     """A lease or a Colab session that ends before the run does still gets the most-needed
     steps: the step running at the deadline is stopped (SIGTERM: it writes what it has), the
@@ -526,9 +510,12 @@ def test_deadline_stops_a_step_skips_the_rest_and_from_continues(tmp_path, monke
                 gpu_run.Step("third", "", quick("third")), gpu_run.Step("fourth", "", quick("fourth"))]
 
     monkeypatch.setattr(gpu_run, "steps", steps)
+    # no step starts with less than MIN_STEP_S left: 3 s here (10 s in a run), so that a
+    # deadline of 8 s leaves "first" and "slow" time to start and the later two none
+    monkeypatch.setattr(gpu_run, "MIN_STEP_S", 3)
     start = time.monotonic()
-    assert gpu_run.main(["--dry-run", "--out", str(tmp_path), "--deadline", "16"]) == 1
-    assert 15 < time.monotonic() - start < 45
+    assert gpu_run.main(["--dry-run", "--out", str(tmp_path), "--deadline", "8"]) == 1
+    assert 7 < time.monotonic() - start < 37
     said = capsys.readouterr().out
     run_path = tmp_path / "run" / "run_dry-run-cpu.json"
     run = json.loads(run_path.read_text())

@@ -15,13 +15,15 @@
   sit beside a notebook's own ``pip install``.
 * :func:`jupyter_dirs` gives a Jupyter configuration that lives in a temporary folder
   (kernels, settings, runtime files) so that nothing global changes, and
-  :func:`write_kernelspec` registers a Python as a kernel there.
+  :func:`write_kernelspec` registers a Python as a kernel there; :func:`environ` sets such
+  variables in this process for a block (nbclient's kernels inherit them) and restores them.
 
 Shared by tests/test_plain_install.py, tests/test_colab_first_cell.py and
 tests/test_live_explorers.py (through the fixtures in tests/conftest.py).
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -32,7 +34,7 @@ import sys
 import tempfile
 import venv
 from pathlib import Path
-from typing import Dict, Iterable, Optional, Sequence
+from typing import Dict, Iterable, Iterator, Mapping, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import pyinstall  # noqa: E402  (scripts/pyinstall.py: how the project installs)
@@ -145,6 +147,25 @@ def jupyter_dirs(root: Path) -> Dict[str, str]:
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
     return {k: str(v) for k, v in dirs.items()}
+
+
+@contextlib.contextmanager
+def environ(changes: Mapping[str, Optional[str]]) -> Iterator[Mapping[str, Optional[str]]]:
+    """``os.environ`` with ``changes`` inside the block (a value of None removes the
+    variable), and as it was before once the block ends, however it ends; yields ``changes``."""
+    def put(values: Mapping[str, Optional[str]]) -> None:
+        for k, v in values.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    saved = {k: os.environ.get(k) for k in changes}
+    try:
+        put(changes)
+        yield changes
+    finally:
+        put(saved)
 
 
 def write_kernelspec(jupyter_path: Path, python: Path, name: str = "python3",

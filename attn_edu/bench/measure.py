@@ -34,9 +34,14 @@ document is written again after every point, so a run cut short keeps what it me
   (``part: "decode"``).
 
 Sizes: :data:`MEASURE_SIZES` (``"gpu"``: B = 4, H = 16, n = 4k-16k, d = 64 and 128 in the
-GPU's half type; ``"dry_run"``: the CPU through Triton's interpreter, float32, n <= 64,
-d = 16, one head, in seconds: the pipeline, not the numbers). Without ``dry_run`` a
-measurement needs a CUDA GPU.
+GPU's half type; ``"dry_run"``: the CPU through Triton's interpreter, float32, d = 16, one
+head, in seconds). Without ``dry_run`` a measurement needs a CUDA GPU.
+
+**The dry-run rule: one length.** A dry run proves the pipeline (every implementation
+called, timed, recorded, the document written), not the numbers, so each measurement runs
+at one length there (n = 32; decode: one KV-cache length); a GPU run measures every length
+of its ``"gpu"`` sizes. Where a test needs several points of a dry run (a failure at one
+length, the others measured), it passes ``n`` (``--n``).
 """
 from __future__ import annotations
 
@@ -65,7 +70,8 @@ MEASURES: Dict[str, str] = {
 }
 
 _LONG = (4096, 8192, 16384)
-_DRY = {"n": (32, 64), "d": (16,), "batch": 1, "heads": 1, "repeat": 2, "warmup": 1}
+# a dry run's sizes: one length (the dry-run rule above) and the interpreter's tiny shapes
+_DRY = {"n": (32,), "d": (16,), "batch": 1, "heads": 1, "repeat": 2, "warmup": 1}
 #: The sizes of each measurement on a GPU (``"gpu"``) and in a dry run on the CPU
 #: (``"dry_run"``): lengths ``n`` (decode: KV-cache lengths), head dims ``d``, ``batch``,
 #: ``heads`` (decode: query heads sharing ``kv_heads``), ``repeat``, ``warmup``, and for
@@ -86,7 +92,7 @@ MEASURE_SIZES: Dict[str, Dict[str, Dict[str, Any]]] = {
     "memory": {"gpu": {"n": (8192, 16384), "d": (64,), "batch": 4, "heads": 16, "window": 1024,
                        "decode_n": (16384, 65536), "decode_batch": (1, 8), "decode_heads": 32, "kv_heads": 8,
                        "decode_d": 128, "repeat": 3, "warmup": 1},
-               "dry_run": dict(_DRY, window=16, block=16, decode_n=(32, 64), decode_batch=(1,), decode_heads=1,
+               "dry_run": dict(_DRY, window=16, block=16, decode_n=(32,), decode_batch=(1,), decode_heads=1,
                                kv_heads=1, decode_d=16)},
 }
 #: How the ``backward`` rows count FLOPs (written into its document).
