@@ -48,9 +48,10 @@ __all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER",
            "translate_output", "translate_cell_outputs", "figure_texts", "translated_figure",
            "translate_figure", "cjk_font", "ZH_RENDER_ENV", "install_output_translation"]
 
-#: a number as the skeleton sees it: not glued to a letter, ``_``, ``#``, a digit or a ``.``
-#: before it (an ``x`` or ``×`` alone before it is a factor: ``x0.62``), and a ``.`` after it
-#: only with digits (a sentence's full stop, NumPy's ``2.`` and ``0..3`` stay text)
+#: what the skeleton counts as a number, with the spaces before it; never glued to a letter,
+#: ``_``, ``#``, a digit or a ``.`` before it (an ``x`` or ``×`` alone before it is a factor,
+#: as in ``x0.62``), and taking a ``.`` after it only with digits (a sentence's full stop,
+#: NumPy's ``2.`` and ``0..3`` stay text)
 NUMBER = re.compile(r"\s*(?:(?<![A-Za-z_\d.#])|(?<=(?<![A-Za-z])[x×]))[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 _merged: dict[str, dict[str, str]] = {}
