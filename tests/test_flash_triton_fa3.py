@@ -164,7 +164,10 @@ def test_the_autotuner_spaces_grow_one_step_at_a_time_on_hopper_only(d):
     # no tile, it specializes the 64-row ones fa2 has already
     assert (len(ws) > len(wide)) == (d == 64)
     assert any(ft.warp_specialize_applies(c) for c in ws)
-    assert ft.variant_configs("persistent", hopper, d) == ws
+    # the persistent kernel without what spills there (Triton 3.6: 128 x 32 with 4 stages at d = 128)
+    spills = fl.FWD_SPILL_CONFIGS_PERSISTENT.get((90, d, 2), set())
+    assert ft.variant_configs("persistent", hopper, d) == [c for c in ws if c not in spills]
+    assert bool(spills) == (d == 128)
     assert ((128, 128, 8, 2) in wide) and (d == 128 or (128, 128, 8, 2) not in base)  # 128 x 128, 8 warps
     assert {c for c in ws if c not in wide} <= set(ft.FWD_CONFIGS_WS)
     assert all(ft.warp_specialize_applies(c) for c in ft.FWD_CONFIGS_WS)

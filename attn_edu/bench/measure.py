@@ -38,7 +38,7 @@ document is written again after every point, so a run cut short keeps what it me
   over the non-causal time of the same variant and point (the tile-count ideal is about
   one half). A dry run uses float16 (FlashAttention-3's steps are for 16-bit inputs). One
   length on a GPU, n = 8192: every variant autotunes on its own, per head dim and causality,
-  and the first run compiles each variant's whole space (270 kernels in all on an H100).
+  and the first run compiles each variant's whole space (268 kernels in all on an H100).
 * ``memory`` -- peak memory above the inputs (:func:`attn_edu.profiling.peak_memory`) of
   the block-sparse kernel (a causal sliding window, its plan built once) beside the dense
   Triton forward and SDPA (``part: "block_sparse"``), and of every decode implementation

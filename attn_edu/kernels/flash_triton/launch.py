@@ -433,12 +433,14 @@ FWD_CONFIGS_WIDE = [(128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 2), (128, 6
 #: and fails on the Q tile's copy; with 8 warps it leaves the loop alone. Added to the
 #: space of ``"warp_specialized"`` and ``"persistent"`` on Hopper.
 FWD_CONFIGS_WS = [(64, 64, 4, 2), (64, 128, 4, 2)]
-#: The persistent kernel with pointer loads (before Hopper), whose loop over tiles adds to
-#: the registers of a tile: the configurations of ``forward_configs`` that spill in
-#: ``python -m attn_edu.kernels.report`` (Triton 3.9, sm_80, bfloat16: 16 to 176 bytes at
-#: 255 registers a thread), by (GPU family, head-dimension bucket, bytes per element), left
-#: out of ``"persistent"``'s space there.
+#: The configurations of the persistent kernel (its loop over tiles adds to the registers
+#: of a tile) that spill in ``python -m attn_edu.kernels.report``, by (GPU family,
+#: head-dimension bucket, bytes per element), left out of ``"persistent"``'s space. Before
+#: Hopper (pointer loads; Triton 3.9, sm_80, bfloat16) 16 to 176 bytes at 255 registers a
+#: thread; on Hopper the 128 x 32 tile with 4 stages at d = 128, clean in Triton 3.9 and
+#: 56 bytes of spills in Colab's Triton 3.6.
 FWD_SPILL_CONFIGS_PERSISTENT: Dict[Tuple[int, int, int], set] = {
+    (90, 128, 2): {(128, 32, 4, 4)},
     (80, 64, 2): {(64, 64, 4, 3), (128, 32, 4, 2), (128, 32, 4, 3), (128, 32, 4, 4), (128, 64, 4, 3),
                   (128, 64, 4, 4)},
     (80, 128, 2): {(64, 32, 4, 2), (64, 32, 4, 4), (64, 64, 4, 3), (64, 64, 4, 4), (128, 64, 8, 3),
@@ -493,8 +495,8 @@ def variant_configs(variant: str, capability: Tuple[int, int], head_dim: int = 6
     with TMA's barriers from 9.0), on Hopper plus ``FWD_CONFIGS_WIDE`` from ``"wide_tiles"``
     and ``FWD_CONFIGS_WS`` from ``"warp_specialized"`` on, pruned like the rest (shared
     memory, ``FWD_SPILL_CONFIGS``, ``FWD_SPILL_TILES_D128``, BLOCK_N at most twice the
-    padded head dimension). ``"persistent"`` before Hopper (pointer loads): ``"fa2"``'s
-    space without ``FWD_SPILL_CONFIGS_PERSISTENT``."""
+    padded head dimension). ``"persistent"``: without ``FWD_SPILL_CONFIGS_PERSISTENT``,
+    before Hopper (pointer loads) ``"fa2"``'s space without them."""
     base = forward_configs(capability, head_dim, shared_memory, dtype_bytes)
     steps = variant_steps(variant, capability, dtype_bytes, True)
     cap = tuple(capability)
@@ -510,9 +512,13 @@ def variant_configs(variant: str, capability: Tuple[int, int], head_dim: int = 6
     d = padded_head_dim(head_dim)
     measured = FWD_SPILL_CONFIGS.get((90, 64 if d <= 64 else 128, dtype_bytes), set())
     extra = FWD_CONFIGS_WIDE + (FWD_CONFIGS_WS if steps["warp_specialize"] else [])
-    return base + [c for c in extra if c not in base and c not in measured
-                   and c[1] <= max(2 * d, 64) and not (head_dim > 64 and c[:3] in FWD_SPILL_TILES_D128)
-                   and forward_shared_memory(c, head_dim, dtype_bytes, True) <= shared_memory]
+    configs = base + [c for c in extra if c not in base and c not in measured
+                      and c[1] <= max(2 * d, 64) and not (head_dim > 64 and c[:3] in FWD_SPILL_TILES_D128)
+                      and forward_shared_memory(c, head_dim, dtype_bytes, True) <= shared_memory]
+    if steps["persistent"]:
+        spills = FWD_SPILL_CONFIGS_PERSISTENT.get((90, 64 if d <= 64 else 128, dtype_bytes), set())
+        configs = [c for c in configs if c not in spills]
+    return configs
 
 
 # ----------------------------------------------------------------------------
