@@ -27,7 +27,9 @@ second command where the first one stopped):
 ``measure-NAME``
     The measurements we do not have yet: ``python -m attn_edu.bench --measure NAME``,
     NAME in :data:`MEASUREMENTS` (backward, forward against cuDNN, causal at d = 128, host
-    time, decode eager against graph replay, peak memory).
+    time, decode eager against graph replay, peak memory, and last the forward's ladder from
+    FlashAttention-2 to -3, ``fa3_ladder``: five variants autotuned each, so its first run
+    compiles some 270 kernels on an H100; give the command a ``--deadline`` that leaves it room).
 ``ring-overlap``
     ``python -m attn_edu.distributed.overlap``: a ring step's K/V transfer (a copy engine, its
     own stream) timed with CUDA events against its compute, on one GPU (chapter 14).
@@ -84,7 +86,7 @@ DEFAULT_DEADLINE_S = 540
 MIN_STEP_S = 10
 #: the executed notebooks of one chapters step, compressed (what a GPU lease returns: 16 MiB a file)
 ARTIFACT_CAP_BYTES = 16 * 2**20
-MEASUREMENTS = ("backward", "forward_cudnn", "causal_d128", "host_time", "decode_graph", "memory")
+MEASUREMENTS = ("backward", "forward_cudnn", "causal_d128", "host_time", "decode_graph", "memory", "fa3_ladder")
 #: the dry run's chapter (short) and how many of its code cells run: six as it is (the setup,
 #: the imports, a figure), the first one (the setup) under the T4 profile
 DRY_CHAPTER, DRY_CELLS = "01_soft_lookup", {None: 6, "t4": 1}

@@ -272,3 +272,32 @@ def test_a_decode_point_whose_reference_does_not_fit_is_recorded(monkeypatch):
     assert all(by[(i, 40)]["reason"] == "out_of_memory" and "planted" in by[(i, 40)]["error"]
                for i in ("torch_sdpa", "torch_split_kv"))
     assert all("error" not in by[(i, 33)] and by[(i, 33)]["median_ms"] > 0 for i in ("torch_sdpa", "torch_split_kv"))
+
+
+@pytest.mark.triton
+def test_the_fa3_ladder_times_every_variant_causal_and_not_beside_sdpa(dry_runs):
+    from attn_edu.bench.validate import _schema_problems  # the schema's part of validate_document
+    from attn_edu.kernels import flash_triton
+
+    _, doc, _ = dry_runs("fa3_ladder")
+    assert doc["config"]["dtype"] == "float16"  # 16-bit: the inputs of FlashAttention-3's steps
+    impls = [f"triton_{v}" for v in flash_triton.FORWARD_VARIANTS] + ["torch_sdpa_flash"]
+    rows = {(r["impl"], r["n"], r["causal"]): r for r in doc["results"]}
+    assert set(rows) == {(i, n, c) for i in impls for n in NS for c in (False, True)}
+    assert "torch_sdpa_cudnn" in doc["skipped"]
+    for (impl, n, causal), r in rows.items():
+        assert r["flops"] == profiling.attention_flops(1, 1, n, n, 16, causal=causal)
+        if causal:  # its time over the same implementation's non-causal time at that point
+            plain = rows[impl, n, False]
+            assert r["causal_over_noncausal"] == pytest.approx(r["median_ms"] / plain["median_ms"])
+        else:
+            assert "causal_over_noncausal" not in r
+        if impl.startswith("triton_"):
+            assert r["variant"] == impl[len("triton_"):] and r["config"]["how"] == "interpreter"
+            # the interpreter loads through pointers: every step past fa2 says what it left out
+            assert (r["steps"] is None) == (r["variant"] == "fa2")
+            assert r["steps"] is None or "host_tma (the interpreter" in r["steps"]["left_out"][0]
+    assert rows["triton_persistent", 32, True]["steps"]["persistent"] is True
+    assert _schema_problems(doc, "ladder") == []
+    broken = dict(doc, results=[dict(doc["results"][0], variant="fa4")])
+    assert _schema_problems(broken, "ladder")  # the schema knows the variants

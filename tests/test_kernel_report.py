@@ -57,6 +57,7 @@ def subset(tmp_path_factory):
 #: (L = 46,341 is enough).
 ROW_STRIDES = {
     "forward": {"stride_qm", "stride_kn", "stride_vn", "stride_om"},
+    "forward_persistent": {"stride_qm", "stride_kn", "stride_vn", "stride_om"},  # pointer loads on sm_80
     "backward_dkdv": {"stride_qm", "stride_kn", "stride_vn", "stride_dom"},
     "backward_atomic_dq": {"stride_qm", "stride_kn", "stride_vn", "stride_dom"},
     "backward_dq": {"stride_qm", "stride_kn", "stride_vn", "stride_dom"},
@@ -98,15 +99,25 @@ def test_compile_report_subset_passes_and_uses_wgmma_on_hopper(subset):
     rows = list(subset.values())
     kernels = {"forward", "backward_dkdv", "backward_dq", "backward_atomic_dq", "block_sparse_forward"}
     decode = {"decode_split_kernel", "decode_reduce_kernel"}  # listed by compile_specs
-    assert {r["kernel"] for r in rows} == kernels | decode and len(rows) == 2 * len(kernels | decode)
+    # FlashAttention-3's steps: the persistent grid everywhere, the others where they launch (Hopper)
+    hopper_only = {"forward_host_tma", "forward_wide_tiles", "forward_warp_specialized"}
+    everywhere = kernels | decode | {"forward_persistent"}
+    assert {r["kernel"] for r in rows} == everywhere | hopper_only
+    assert len(rows) == 2 * len(everywhere) + len(hopper_only)
+    assert {t for (k, t) in subset if k in hopper_only} == {"sm_90a"}
     assert not any(r["problems"] for r in rows)
-    for r in (r for r in rows if r["kernel"] in kernels):
+    for r in (r for r in rows if r["kernel"] not in decode):
         assert r["shared"] <= r["shared_limit"] and r["registers"] > 0 and not r["problems"], r
         assert r["matrix"] == {"sm_80": "mma.sync", "sm_90a": "wgmma"}[r["target"]], r
-        # TMA tensor copies: the forward on Hopper only (the launcher's choice there)
-        assert r["tma"] == (r["kernel"] == "forward" and r["target"] == "sm_90a"), r
+        # TMA tensor copies: the forwards on Hopper only (the launcher's choice there)
+        assert r["tma"] == (r["kernel"].startswith("forward") and r["target"] == "sm_90a"), r
+        # register reallocation between a producer and its consumers: where it was asked for
+        # (the 64-row tiles of "warp_specialized" and "persistent" on Hopper), nowhere else
+        assert r["setmaxnreg"] == bool(r.get("warp_specialize")), r
         if r["target"] == "sm_90a":
             assert r["spill_bytes"] == 0, r
+    assert subset["forward_warp_specialized", "sm_90a"]["setmaxnreg"]
+    assert not subset["forward_persistent", "sm_80"].get("warp_specialize")
 
 
 @pytest.mark.slow  # compiles kernels for GPU targets
@@ -206,6 +217,13 @@ def test_report_problems_rules():
     hopper_ok = dict(target="sm_90a", shared=10, shared_limit=50, matrix="wgmma", spill_bytes=0)
     assert report.problems(dict(hopper_ok, tma=False), needs_tma=True) == ["no TMA on sm_90a"]
     assert report.problems(dict(hopper_ok, tma=True), needs_tma=True) == []
+    # a row that asked for warp specialization and got no register reallocation: a problem on
+    # Hopper (the compiler left the loop alone), nothing elsewhere (no such instruction)
+    ws = dict(hopper_ok, tma=True, warp_specialize=True)
+    assert report.problems(dict(ws, setmaxnreg=False), needs_tma=True) == [
+        "no warp specialization (setmaxnreg) on sm_90a"]
+    assert report.problems(dict(ws, setmaxnreg=True), needs_tma=True) == []
+    assert report.problems(dict(ws, target="sm_80", matrix="mma.sync", setmaxnreg=False)) == []
     assert report.matrix_instructions("wgmma.mma_async.sync.aligned") == "wgmma"
     assert report.matrix_instructions("mma.sync.aligned.m16n8k16") == "mma.sync"
     assert report.matrix_instructions("fma.rn.f32") == "fma"
@@ -401,3 +419,34 @@ def test_recorded_report_matches_the_kernels_configurations():
     assert got == want
     fwd = {r["target"]: r["matrix"] for r in report.recorded_report("forward")}
     assert fwd == {"sm_75": "fma", "sm_80": "mma.sync", "sm_90a": "wgmma"}
+
+
+def test_the_recorded_report_shows_each_fa3_step_on_hopper():
+    # chapter 10's ladder in the compiled code (Triton 3.9): host descriptors (TMA copies) in
+    # every step on sm_90a, 8-warp 128-row tiles added by "wide_tiles", the producer/consumer
+    # split (setmaxnreg) on the 64-row tiles of "warp_specialized" and "persistent", and the
+    # persistent grid with pointer loads before Hopper; FlashAttention-2's forward has no
+    # setmaxnreg
+    from attn_edu.kernels import report
+
+    rows = report.recorded_report()
+
+    def at(kernel, target):
+        return [r for r in rows if r["kernel"] == kernel and r["target"] == target]
+
+    assert not any(r["setmaxnreg"] for r in rows if r["kernel"] == "forward")
+    for name in ("forward_host_tma", "forward_wide_tiles", "forward_warp_specialized", "forward_persistent"):
+        hopper = at(name, "sm_90a")
+        assert hopper and all(r["tma"] and r["matrix"] == "wgmma" and not r["problems"] for r in hopper), name
+        assert {r["dtype"] for r in hopper} == {"bfloat16"}  # float32 launches fa2's kernel
+        assert all(r["setmaxnreg"] == r.get("warp_specialize", False) for r in hopper), name
+    assert all((r["block_m"], r["num_warps"]) == (128, 8) for r in at("forward_wide_tiles", "sm_90a"))
+    ws = at("forward_warp_specialized", "sm_90a")
+    assert {(r["block_m"], r["num_warps"]) for r in ws} == {(64, 4)} and all(r["warp_specialize"] for r in ws)
+    persistent = at("forward_persistent", "sm_90a")
+    assert {r.get("warp_specialize", False) for r in persistent} == {True, False}
+    for target in ("sm_75", "sm_80"):  # before Hopper: the persistent grid alone, pointer loads
+        assert not [r for r in rows if r["target"] == target and r["kernel"] in (
+            "forward_host_tma", "forward_wide_tiles", "forward_warp_specialized")]
+        before = at("forward_persistent", target)
+        assert before and not any(r["tma"] or r["setmaxnreg"] or r["problems"] for r in before)

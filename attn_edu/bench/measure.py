@@ -28,6 +28,17 @@ document is written again after every point, so a run cut short keeps what it me
 * ``decode_graph`` -- one decoding step (:func:`~attn_edu.bench.decode_sweep`, batch 1,
   KV caches of 16k to 64k) eager against its replay from a CUDA graph
   (``graph_speedup`` = eager / graph).
+* ``fa3_ladder`` -- the forward's variants (``flash_triton.FORWARD_VARIANTS``: FlashAttention-2's
+  kernel, then host-built TMA descriptors, wider tiles, warp specialization, a persistent
+  grid in causal order), non-causal and causal, beside SDPA's cuDNN and flash backends
+  (FlashAttention-2; on the CPU PyTorch's fused kernel), interleaved at
+  each point on the same inputs. Each row keeps the steps its launch took (``steps``:
+  :func:`~attn_edu.kernels.flash_triton.variant_steps`, with what it left out and why) and
+  the autotuner's choice (``config``); a causal row has ``causal_over_noncausal``, its time
+  over the non-causal time of the same variant and point (the tile-count ideal is about
+  one half). A dry run uses float16 (FlashAttention-3's steps are for 16-bit inputs). One
+  length on a GPU, n = 8192: every variant autotunes on its own, per head dim and causality,
+  and the first run compiles each variant's whole space (268 kernels in all on an H100).
 * ``memory`` -- peak memory above the inputs (:func:`attn_edu.profiling.peak_memory`) of
   the block-sparse kernel (a causal sliding window, its plan built once) beside the dense
   Triton forward and SDPA (``part: "block_sparse"``), and of every decode implementation
@@ -67,6 +78,8 @@ MEASURES: Dict[str, str] = {
     "host_time": "host time per call (no synchronisation) beside device time, every implementation",
     "decode_graph": "one decoding step (L_q = 1), eager against its CUDA-graph replay",
     "memory": "peak memory above the inputs of the block-sparse kernel and of decoding",
+    "fa3_ladder": "the forward's ladder from FlashAttention-2 to -3 (host TMA, wide tiles, warp specialization, "
+                  "persistent causal order), each step beside SDPA cuDNN and flash, causal and not, interleaved",
 }
 
 _LONG = (4096, 8192, 16384)
@@ -94,6 +107,8 @@ MEASURE_SIZES: Dict[str, Dict[str, Dict[str, Any]]] = {
                        "decode_d": 128, "repeat": 3, "warmup": 1},
                "dry_run": dict(_DRY, window=16, block=16, decode_n=(32,), decode_batch=(1,), decode_heads=1,
                                kv_heads=1, decode_d=16)},
+    "fa3_ladder": {"gpu": {"n": (8192,), "d": (64, 128), "batch": 4, "heads": 16, "repeat": 10, "warmup": 2},
+                   "dry_run": dict(_DRY, dtype="float16")},
 }
 #: How the ``backward`` rows count FLOPs (written into its document).
 BACKWARD_FLOP_FORMULA = (
@@ -158,7 +173,8 @@ def run_measure(name: str, dry_run: bool = False, out: Optional[str] = None,
                            "(torch.cuda.is_available() is False); --dry-run runs it on the CPU at tiny sizes")
     sizes = dict(MEASURE_SIZES[name]["dry_run" if dry_run else "gpu"])
     device = "cpu" if dry_run else "cuda"
-    run = _Run(name, bool(dry_run), device, dtype or ("float32" if dry_run else gpu_half_dtype(device)),
+    run = _Run(name, bool(dry_run), device,
+               dtype or sizes.get("dtype") or ("float32" if dry_run else gpu_half_dtype(device)),
                tuple(n or sizes["n"]), tuple(d or sizes["d"]), batch or sizes["batch"], heads or sizes["heads"],
                sizes["repeat"] if repeat is None else repeat, sizes["warmup"] if warmup is None else warmup,
                bool(causal), sizes, out, command, progress, stream or sys.stdout)
@@ -209,6 +225,7 @@ def _skip(doc: Dict[str, Any], what: str, why: str, d: Optional[int] = None) -> 
 
 def _print_row(r: Dict[str, Any], stream) -> None:
     where = "  ".join(f"{k}={r[k]}" for k in ("part", "d", "n", "batch", "context") if r.get(k) is not None)
+    where += "  causal" if r.get("causal") is True and "variant" in r else ""
     if "error" in r:
         print(f"  {r['impl']:24s} {where}  {r.get('reason', 'error').upper()} {r['error'][:120]}", file=stream)
         return
@@ -462,7 +479,92 @@ def _measure_memory(run: _Run) -> Dict[str, Any]:
     return doc
 
 
+# --------------------------------------------------------------------------- the FlashAttention-3 ladder
+def _measure_fa3_ladder(run: _Run) -> Dict[str, Any]:
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from ..kernels import flash_triton as ft
+
+    cfg = _config(run)
+    doc = _document(run, {**asdict(cfg), "d": list(run.ds), "n": list(run.ns), "causal": [False, True],
+                          "variants": list(ft.FORWARD_VARIANTS)}, flop_formula=FLOP_FORMULA,
+                    timed="the forward only; every variant and SDPA cuDNN and flash interleaved per point, same inputs",
+                    published="FlashAttention-3's own numbers are Shah et al. 2024's (attn_edu.bench.published)")
+    points = [(d, n, c) for d in run.ds for n in run.ns for c in (False, True)]
+    try:
+        for done, (d, n, causal) in enumerate(points):
+            sdpa = _sdpa_names(run, doc, _FORWARD_SDPA, d)
+            _ladder_point(run, doc, replace(cfg, d=d, causal=causal), n, sdpa, ft, F, SDPBackend, sdpa_kernel)
+            _save(doc, run)
+    except KeyboardInterrupt:
+        doc["stopped"] = f"interrupted after {done} of {len(points)} points"
+    plain = {(r["impl"], r["d"], r["n"]): r for r in doc["results"] if not r["causal"] and "median_ms" in r}
+    for r in doc["results"]:
+        base = plain.get((r["impl"], r["d"], r["n"]))
+        if r["causal"] and "median_ms" in r and base is not None:
+            r["causal_over_noncausal"] = r["median_ms"] / base["median_ms"]
+    return doc
+
+
+def _ladder_point(run: _Run, doc: Dict[str, Any], cfg: BenchConfig, n: int, sdpa: List[str], ft, F,
+                  SDPBackend, sdpa_kernel) -> None:
+    flops = profiling.attention_flops(cfg.batch, cfg.heads, n, n, cfg.d, causal=cfg.causal)
+    rows: Dict[str, Dict[str, Any]] = {}
+    calls: Dict[str, Callable[[], Any]] = {}
+    try:
+        q, k, v = make_inputs("torch", n, cfg)
+        for variant in ft.FORWARD_VARIANTS:
+            name = f"triton_{variant}"
+            rows[name] = row = {"impl": name, "variant": variant, "n": n, "d": cfg.d, "causal": cfg.causal,
+                                "flops": flops}
+            try:
+                call = (lambda variant=variant: ft.triton_attention_forward(q, k, v, causal=cfg.causal,
+                                                                            variant=variant))
+                for _ in range(max(1, run.warmup)):  # at least once: the first call autotunes
+                    call()
+                row["steps"] = ft.launch._variant_plan(variant, ft.launch._capability(q), q.dtype, None,
+                                                       ft.launch._tma_ok_fa3(q, k, v, ft.launch._capability(q),
+                                                                             None))
+                row["config"] = ft.chosen_forward_config(q, k, v, cfg.causal, variant=variant)
+                calls[name] = call
+            except Exception as err:  # this variant failed here; the others still run
+                _failed(row, err)
+        for name in sdpa:
+            kind = getattr(SDPBackend, SDPA_BACKENDS[name[len("torch_sdpa_"):]])
+            rows[name] = {"impl": name, "backend": kind.name, "n": n, "d": cfg.d, "causal": cfg.causal,
+                          "flops": flops}
+
+            def call(kind=kind):
+                with sdpa_kernel(kind):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=cfg.causal)
+            try:
+                call()
+                calls[name] = call
+            except Exception as err:
+                _failed(rows[name], err)
+        if calls:
+            try:
+                timings = profiling.time_interleaved_ms(calls, repeat=run.repeat, warmup=0, device=run.device)
+            except Exception as err:
+                for name in calls:
+                    _failed(rows[name], err)
+            else:
+                for name, t in timings.items():
+                    rows[name].update(median_ms=t.median_ms, min_ms=t.min_ms, times_ms=list(t.times_ms),
+                                      tflops=profiling.tflops(flops, t.median_ms), timer=t.method,
+                                      host_median_ms=t.host_ms)
+    except Exception as err:  # the inputs themselves (out of memory)
+        for row in rows.values():
+            if "error" not in row and "median_ms" not in row:
+                _failed(row, err)
+    finally:
+        calls.clear()
+        doc["results"].extend(rows.values())
+
+
 _MEASURE_FNS: Dict[str, Callable[[_Run], Dict[str, Any]]] = {
     "backward": _measure_backward, "forward_cudnn": _measure_forward_cudnn, "causal_d128": _measure_causal_d128,
     "host_time": _measure_host_time, "decode_graph": _measure_decode_graph, "memory": _measure_memory,
+    "fa3_ladder": _measure_fa3_ladder,
 }

@@ -33,9 +33,10 @@ SCHEMA = "attn_edu.bench/1"
 #: after ``decode`` are the measurements of ``--measure NAME`` (``attn_edu.bench.measure.MEASURES``),
 #: ``correctness`` the kernels' check against float64 (``--correctness --out``) and
 #: ``ring_overlap`` a ring step's transfer timed against its compute on one GPU
-#: (``python -m attn_edu.distributed.overlap``, chapter 14).
+#: (``python -m attn_edu.distributed.overlap``, chapter 14), ``fa3_ladder`` the seventh
+#: measurement (the forward's FlashAttention-3 steps side by side).
 KINDS = ("sweep", "goals", "block_sparse", "decode", "backward", "forward_cudnn", "causal_d128", "host_time",
-         "decode_graph", "memory", "correctness", "ring_overlap")
+         "decode_graph", "memory", "correctness", "ring_overlap", "fa3_ladder")
 #: Where the recorded sweeps live (package data, plotted by chapters 08, 10 and 11); the
 #: environment variable ``ATTN_EDU_BENCH_DATA`` points the chapters at another folder
 #: (e.g. the output of ``bash scripts/gpu-bench.sh --dry-run DIR``).

@@ -152,7 +152,10 @@ class AotKernel:
     asked of exact float32, which has no tensor-core instruction);
     ``needs_tma``: on Hopper it must copy its tiles with TMA (``cp.async.bulk.tensor``);
     ``per_target(capability, precision)``: constants that depend on the target and
-    precision (e.g. the forward's ``USE_TMA``), merged over ``constexprs``.
+    precision (e.g. the forward's ``USE_TMA``), merged over ``constexprs``;
+    ``descriptors(constants)``: the pointer parameters that are host-built tensor
+    descriptors under these constants, each with its block shape (e.g. the FlashAttention-3
+    forward's Q, K, V and Out with ``HOST_TMA``), compiled as Triton's ``tensordesc`` type.
     """
 
     name: str
@@ -165,6 +168,7 @@ class AotKernel:
     unit_strides: Tuple[str, ...] = field(default_factory=tuple)
     needs_tma: bool = False
     per_target: Optional[Callable[[Tuple[int, int], str], Dict[str, Any]]] = None
+    descriptors: Optional[Callable[[Dict[str, Any]], Dict[str, List[int]]]] = None
 
     def constants(self, d: int, dtype: str, config: Tuple[int, int, int, int],
                   capability: Tuple[int, int], precision: str = "tf32") -> Dict[str, Any]:

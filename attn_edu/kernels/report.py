@@ -15,7 +15,9 @@ per compile:
 * ``registers`` per thread and ``spill`` bytes (stores + loads, from ``ptxas -v``);
 * ``matrix``: the matrix instructions in the PTX -- ``wgmma`` (Hopper's warpgroup MMA),
   ``mma.sync`` (Ampere's tensor cores) or ``fma`` (none: plain fused multiply-adds, what
-  Triton 3.9 emits for ``tl.dot`` on sm_75) -- and ``tma`` (bulk tensor copies);
+  Triton 3.9 emits for ``tl.dot`` on sm_75) -- ``tma`` (bulk tensor copies) and
+  ``setmaxnreg`` (warp-group register reallocation: a warp-specialized kernel's producer
+  gives registers to its consumers);
 * ``seconds``: CPU seconds of the compile (Triton's passes and ptxas, the cache bypassed),
   what a reader's first call waits per configuration on an idle core.
 
@@ -107,9 +109,13 @@ def _source(kernel: AotKernel, d: int, dtype: str, config, capability, precision
     fn = kernel.fn
     consts = kernel.constants(d, dtype, config, capability, input_precision(dtype, capability, precision))
     signature, constexprs, attrs = {}, dict(consts), {}
+    descriptors = kernel.descriptors(consts) if kernel.descriptors else {}
     for i, name in enumerate(fn.arg_names):
         if name in consts:
             signature[name] = "constexpr"
+        elif name in descriptors:  # a host-built TMA descriptor (TensorDescriptor at launch)
+            elem = kernel.pointers[name].replace("{dtype}", TRITON_DTYPES[dtype])
+            signature[name] = f"tensordesc<{elem}[{', '.join(map(str, descriptors[name]))}]>"
         elif name in kernel.unit_strides:  # Triton specialises an int equal to 1
             signature[name] = "constexpr"
             constexprs[name] = 1
@@ -180,6 +186,7 @@ def _compile(src, target: str, options: Dict[str, int], row: Dict[str, Any]) -> 
             "num_stages": options["num_stages"], "shared": int(compiled.metadata.shared),
             "shared_limit": spec.shared_memory, **_ptxas_usage(ptx, target, spec.capability),
             "matrix": matrix_instructions(ptx), "tma": bool(re.search(r"cp\.async\.bulk\.tensor", ptx)),
+            "setmaxnreg": bool(re.search(r"\bsetmaxnreg\.", ptx)),
             "seconds": round(seconds, 2), "asm": {"ttir": compiled.asm["ttir"], "ptx": ptx}}
 
 
@@ -193,10 +200,14 @@ def compile_kernel(kernel: AotKernel, target: str, config, d: int, dtype: str,
     capability = divmod(TARGETS[target].capability, 10)
     if dtype == "float32" and precision is None:
         raise ValueError("float32 needs precision 'tf32' or 'ieee'")
-    return _compile(_source(kernel, d, dtype, config, capability, precision), target,
-                    dict(num_warps=warps, num_stages=stages),
-                    {"kernel": kernel.name, "d": d, "dtype": dtype,
-                     "precision": precision if dtype == "float32" else None, "block_m": bm, "block_n": bn})
+    consts = kernel.constants(d, dtype, config, capability, input_precision(dtype, capability, precision))
+    row = _compile(_source(kernel, d, dtype, config, capability, precision), target,
+                   dict(num_warps=warps, num_stages=stages),
+                   {"kernel": kernel.name, "d": d, "dtype": dtype,
+                    "precision": precision if dtype == "float32" else None, "block_m": bm, "block_n": bn})
+    if consts.get("WARP_SPECIALIZE"):  # asked for a producer/consumer split of the warps
+        row["warp_specialize"] = True
+    return row
 
 
 def _spec_rows(target: str, dtype: str, d: int, names: Optional[List[str]],
@@ -230,7 +241,9 @@ def _spec_rows(target: str, dtype: str, d: int, names: Optional[List[str]],
 def problems(row: Dict[str, Any], needs_wgmma: bool = True, needs_tma: bool = False) -> List[str]:
     """What is wrong with one row: shared memory over the limit; on sm_90a no wgmma (for a
     kernel that needs it, not in exact float32) or no TMA (for one that needs it); spilled
-    registers on sm_80 or sm_90a (sm_75: see ``_judge_spills``); a compile of more than
+    registers on sm_80 or sm_90a (sm_75: see ``_judge_spills``); on sm_90a a row that asked
+    for warp specialization (``warp_specialize``) without ``setmaxnreg`` (the producer's and
+    consumers' register reallocation) in its PTX; a compile of more than
     ``MAX_COMPILE_SECONDS``."""
     out = []
     if row["shared"] > row["shared_limit"]:
@@ -240,6 +253,8 @@ def problems(row: Dict[str, Any], needs_wgmma: bool = True, needs_tma: bool = Fa
             out.append(f"no wgmma on sm_90a ({row['matrix']})")
         if needs_tma and row.get("precision") != "ieee" and not row.get("tma"):
             out.append("no TMA on sm_90a")
+        if row.get("warp_specialize") and not row.get("setmaxnreg"):
+            out.append("no warp specialization (setmaxnreg) on sm_90a")
     if row["target"] != "sm_75" and row["spill_bytes"] > 0:
         out.append(f"spills {row['spill_bytes']} B of registers")
     if row.get("seconds", 0) > MAX_COMPILE_SECONDS:
@@ -278,7 +293,7 @@ def _fallbacks(group: List[Dict[str, Any]]) -> None:
                 row["note"] = "no fit: skipped"  # at launch: another configuration fits
 
 
-_HEAD = (f"{'kernel':22s} {'target':6s} {'d':>3s} {'dtype':9s} {'BM':>3s} {'BN':>3s} {'w':>2s} "
+_HEAD = (f"{'kernel':24s} {'target':6s} {'d':>3s} {'dtype':9s} {'BM':>3s} {'BN':>3s} {'w':>2s} "
          f"{'s':>2s} {'shared KiB':>11s} {'regs':>4s} {'spill':>6s} {'matrix':8s} {'tma':3s} {'secs':>5s}  status")
 
 
@@ -298,7 +313,7 @@ def _status(row: Dict[str, Any]) -> str:
 
 def _line(row: Dict[str, Any]) -> str:
     secs = row.get("seconds")
-    return (f"{row['kernel']:22s} {row['target']:6s} {row['d']:3d} {_dtype_label(row):9s} {row['block_m']:3d} "
+    return (f"{row['kernel']:24s} {row['target']:6s} {row['d']:3d} {_dtype_label(row):9s} {row['block_m']:3d} "
             f"{row['block_n']:3d} {row['num_warps']:2d} {row['num_stages']:2d} "
             f"{row['shared'] / 1024:6.1f}/{row['shared_limit'] / 1024:<4.0f} "
             f"{row['registers']:4d} {row['spill_bytes']:6d} {row['matrix']:8s} "

@@ -51,7 +51,7 @@ from .launch import *  # noqa: F401,F403
 from .launch import (BWD_AUTOTUNE_CONFIGS, BWD_AUTOTUNE_KEY, BWD_CONFIGS_CUDA, FWD_AUTOTUNE_KEY, FWD_CONFIGS_CUDA, FWD_CONFIGS_PRE_AMPERE,  # noqa: F401
                      FWD_CONFIGS_TF32, FWD_SPILL_CONFIGS, FWD_SPILL_TILES_D128, FWD_SPILL_TILES_D128_AMPERE,
                      FWD_SPILL_TILES_TF32_D128_AMPERE, INTERPRET_BLOCK_M, INTERPRET_BLOCK_N,
-                     SHARED_MEMORY_FALLBACK)
+                     SHARED_MEMORY_FALLBACK, FWD_CONFIGS_WIDE, FWD_CONFIGS_WS, PERSISTENT_PROGRAMS_PER_SM)
 
 __all__ = [
     "triton_attention",
@@ -67,6 +67,10 @@ __all__ = [
     "atomic_backward_configs",
     "tma_compatible",
     "aot_kernels",
+    "FORWARD_VARIANTS",
+    "variant_steps",
+    "variant_configs",
+    "warp_specialize_applies",
     "BACKWARDS",
     "BACKWARD_FLOAT32",
     "LIMITS",
@@ -107,3 +111,8 @@ IEEE_FORWARD_CONFIG = launch.IEEE_FORWARD_CONFIG
 #: the one (BLOCK_M, BLOCK_N, num_warps, num_stages) of both backward kernels for float32,
 #: which the backward always computes exactly (``BACKWARD_FLOAT32``)
 IEEE_BACKWARD_CONFIG = launch.IEEE_BACKWARD_CONFIG
+#: The forward's variants, a ladder from FlashAttention-2 to -3 (chapter 10), ``"fa2"``
+#: (the default kernel), ``"host_tma"``, ``"wide_tiles"``, ``"warp_specialized"``,
+#: ``"persistent"``, each adding one step to the one before (``triton_attention_forward(...,
+#: variant=...)``; what a launch cannot take is left out, :func:`variant_steps`).
+FORWARD_VARIANTS = launch.FORWARD_VARIANTS

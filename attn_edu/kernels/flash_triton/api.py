@@ -45,7 +45,7 @@ def check_triton_inputs(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str
 
 
 def chosen_forward_config(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
-                          precision: Optional[str] = None, config=None) -> Optional[dict]:
+                          precision: Optional[str] = None, config=None, variant: str = "fa2") -> Optional[dict]:
     """The configuration the forward launches with for these inputs in this process.
 
     A dict with ``block_m``, ``block_n``, ``num_warps``, ``num_stages`` (None under the
@@ -54,6 +54,7 @@ def chosen_forward_config(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, s
     one configuration) or ``"autotuned"`` -- the autotuner's choice for the inputs' key
     (``FWD_AUTOTUNE_KEY``), known once a call with that key has run: None before. Give it
     to a later process as ``config=`` to launch the same kernel there (JSON-friendly).
+    ``variant``: the forward's variant (``FORWARD_VARIANTS``), each autotuned on its own.
     """
     align, _ = check_triton_inputs(q, k, v, causal, None)
     prec = launch.dot_precision(q, precision)
@@ -61,8 +62,9 @@ def chosen_forward_config(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, s
     if fixed is not None:
         values, how = fixed
     else:
-        key = launch.launch_key(q, k, v, align is not None, prec, launch.uses_tma(q, k, v, prec))
-        values = launch.TUNED.get(key)
+        key = launch.launch_key(q, k, v, align is not None, prec, False if _check_variant(variant) != "fa2"
+                                else launch.uses_tma(q, k, v, prec))
+        values = launch.TUNED.get(key if variant == "fa2" else key + (variant,))
         if values is None:
             return None
         how = "autotuned"
@@ -77,8 +79,8 @@ class _TritonAttention(torch.autograd.Function):
     backward recomputes the softmax tiles from them."""
 
     @staticmethod
-    def forward(ctx, q, k, v, align, scale, mode, precision, config):
-        out, lse = launch.forward(q, k, v, align, scale, precision=precision, config=config)
+    def forward(ctx, q, k, v, align, scale, mode, precision, config, variant="fa2"):
+        out, lse = launch.forward(q, k, v, align, scale, precision=precision, config=config, variant=variant)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.align, ctx.scale, ctx.mode, ctx.precision = align, scale, mode, precision
         return out
@@ -87,12 +89,12 @@ class _TritonAttention(torch.autograd.Function):
     def backward(ctx, do):
         q, k, v, out, lse = ctx.saved_tensors
         dq, dk, dv = launch.backward(do, q, k, v, out, lse, ctx.align, ctx.scale, ctx.mode, ctx.precision)
-        return dq, dk, dv, None, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None, None
 
 
 def triton_attention_forward(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
                              scale: Optional[float] = None, *, precision: Optional[str] = None,
-                             config=None) -> Tuple[Tensor, Tensor]:
+                             config=None, variant: str = "fa2") -> Tuple[Tensor, Tensor]:
     r"""Fused attention forward: ``softmax(q k^T * scale) v`` and its log-sum-exp.
 
     Args:
@@ -114,6 +116,11 @@ def triton_attention_forward(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool
             way to get the same bits in another process (the interpreter uses only the two
             block sizes). Default None: autotuned (:func:`~attn_edu.kernels.flash_triton.forward_configs`), except for
             exact float32.
+        variant: one of ``FORWARD_VARIANTS``, the ladder from FlashAttention-2 to -3 that
+            chapter 10 measures: ``"fa2"`` (default, ``kernels.attn_fwd``), then
+            ``"host_tma"``, ``"wide_tiles"``, ``"warp_specialized"``, ``"persistent"``, each
+            adding one step to the one before (``kernels.attn_fwd_fa3``); a step a launch
+            cannot take (before Hopper, float32) is left out (:func:`~attn_edu.kernels.flash_triton.variant_steps`).
 
     Returns:
         ``out`` (B, H, L_q, d_v) in the input dtype and ``lse`` (B, H, L_q) float32,
@@ -126,13 +133,23 @@ def triton_attention_forward(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool
     """
     align, s = check_triton_inputs(q, k, v, causal, scale)
     launch.dot_precision(q, precision)  # a bad value fails here, before any launch
+    _check_variant(variant)
     with torch.no_grad():
-        return launch.forward(q, k, v, align, s, precision=precision, config=launch.check_config(config))
+        return launch.forward(q, k, v, align, s, precision=precision, config=launch.check_config(config),
+                              variant=variant)
+
+
+def _check_variant(variant) -> str:
+    """``variant=`` of the public functions: one of ``FORWARD_VARIANTS``."""
+    if not isinstance(variant, str) or variant not in launch.FORWARD_VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(map(repr, launch.FORWARD_VARIANTS))}; "
+                         f"got {variant!r}")
+    return variant
 
 
 def triton_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] = False,
                      scale: Optional[float] = None, backward: str = "two_kernels", *,
-                     precision: Optional[str] = None, config=None) -> Tensor:
+                     precision: Optional[str] = None, config=None, variant: str = "fa2") -> Tensor:
     r"""Fused attention with a backward pass: ``softmax(q k^T * scale) v``.
 
     Same arguments and semantics as :func:`triton_attention_forward`; returns only
@@ -142,7 +159,7 @@ def triton_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] =
     a dK/dV kernel and a dQ kernel, no atomics, the same bits every run) or
     ``"atomic_dq"`` (one kernel, dQ added with float32 atomics: two matmuls fewer per
     tile pair, a float32 dQ buffer, and dQ's last bits may change from run to run).
-    ``precision`` and ``config`` as in :func:`triton_attention_forward` (``config`` is the
+    ``precision``, ``variant`` and ``config`` as in :func:`triton_attention_forward` (``config`` is the
     forward's; the ``"two_kernels"`` backward is autotuned per GPU over
     :func:`~attn_edu.kernels.flash_triton.backward_configs` where it lists more than one
     configuration, from compute capability 8.0 at d <= 64 and on Hopper; float32 gradients
@@ -163,6 +180,7 @@ def triton_attention(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, str] =
         raise ValueError(f"backward must be one of {', '.join(map(repr, launch.BACKWARDS))}; got {backward!r}")
     align, s = check_triton_inputs(q, k, v, causal, scale)
     launch.dot_precision(q, precision)
-    return _TritonAttention.apply(q, k, v, align, s, backward, precision, launch.check_config(config))
+    _check_variant(variant)
+    return _TritonAttention.apply(q, k, v, align, s, backward, precision, launch.check_config(config), variant)
 
 

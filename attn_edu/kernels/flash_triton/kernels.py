@@ -56,6 +56,11 @@ module is imported) is said in the package's docstring. Without triton installed
 module still imports, its kernels then plain functions whose source :func:`kernel_source`
 reads; nothing here needs torch.
 
+Why one file of more than 600 lines: it holds every kernel of chapter 10 in the order the
+chapter reads them, FlashAttention-2's forward, the FlashAttention-3 ladder's forward
+(``attn_fwd_fa3``, which calls FlashAttention-2's loop for its pointer path) and the
+backward, as Triton's tutorial keeps its forward and backward in one file.
+
 Explained in chapter 10 (FlashAttention II: PyTorch, Triton and memory on a GPU).
 """
 from __future__ import annotations
@@ -252,6 +257,176 @@ def attn_fwd(Q, K, V, Out, Lse,
               + tile_m[:, None] * stride_om + offs_dv[None, :] * stride_od)
     tl.store(o_ptrs, acc.to(Out.dtype.element_ty),
              mask=(offs_m[:, None] < LQ) & (offs_dv[None, :] < HEAD_DV))
+
+
+# ----------------------------------------------------------------------------
+# Forward, FlashAttention-3's way: the ladder of chapter 10
+# ----------------------------------------------------------------------------
+# FlashAttention-3 {cite}`shah2024flashattention3` keeps the algorithm above and changes how
+# a Hopper GPU runs it. ``attn_fwd_fa3`` takes its steps as switches (the launcher's
+# ``FORWARD_VARIANTS`` turns them on one at a time):
+#   HOST_TMA         Q, K, V and Out are host-built tensor descriptors (4-D, (B, H, L, D)):
+#                    the copy engine (TMA) moves whole tiles; nothing is built per program
+#   WARP_SPECIALIZE  tl.range(..., warp_specialize=True): the compiler splits the warps into
+#                    a producer (issues the TMA copies) and consumers (the matmuls and the
+#                    softmax), with registers moved from the one to the others (setmaxnreg)
+#   PERSISTENT       one program per SM loops over tiles; causal: the longest tiles first
+@jit
+def attn_fwd_fa3_inner(acc, l_i, m_i, q, desc_k, desc_v, off_b, off_h, offs_m, offs_n,
+                       lo, hi, LK, qk_scale, CAUSAL_OFFSET,
+                       BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_N: tl.constexpr,
+                       MASKED: tl.constexpr, CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                       WARP_SPECIALIZE: tl.constexpr):
+    """``attn_fwd_inner``'s loop with host-built descriptors: a K or V tile is one TMA copy
+    at (b, h, start_n, 0), keys past L_k and padded head dims arriving as zeros."""
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+        kT = tl.trans(desc_k.load([off_b, off_h, start_n, 0]).reshape(BLOCK_N, BLOCK_DK))
+        qk = tl.dot(q, kT, input_precision=INPUT_PRECISION)  # (BLOCK_M, BLOCK_N)
+        if MASKED:
+            cols = start_n + offs_n
+            allowed = cols[None, :] < LK
+            if CAUSAL:
+                allowed = allowed & (cols[None, :] <= offs_m[:, None] + CAUSAL_OFFSET)
+            qk = tl.where(allowed, qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        if MASKED:
+            m_new_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        else:
+            m_new_safe = m_new
+        p = tl.math.exp2(tl.fma(qk, qk_scale, -m_new_safe[:, None]))
+        alpha = tl.math.exp2(m_i - m_new_safe)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = desc_v.load([off_b, off_h, start_n, 0]).reshape(BLOCK_N, BLOCK_DV)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=INPUT_PRECISION)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@jit
+def attn_fwd_fa3_tile(Q, K, V, Out, Lse,
+                      stride_qb, stride_qh, stride_qm, stride_qd,
+                      stride_kb, stride_kh, stride_kn, stride_kd,
+                      stride_vb, stride_vh, stride_vn, stride_vd,
+                      stride_ob, stride_oh, stride_om, stride_od,
+                      off_hz, start_m, H, LQ, LK, qk_scale, CAUSAL_OFFSET,
+                      HEAD_DK: tl.constexpr, HEAD_DV: tl.constexpr,
+                      BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
+                      CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                      HOST_TMA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One tile of ``attn_fwd_fa3``: ``attn_fwd``'s steps 2-5 for query block ``start_m`` of
+    (batch, head) ``off_hz``, with descriptors (``HOST_TMA``) or ``attn_fwd``'s pointers."""
+    off_b = off_hz // H  # int32: descriptor coordinates (TMA computes the addresses)
+    off_h = off_hz % H
+    tile_m = tl.arange(0, BLOCK_M)
+    offs_m = start_m + tile_m
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_dk = tl.arange(0, BLOCK_DK)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
+    if CAUSAL:  # attn_fwd's loop bounds
+        hi = tl.minimum(tl.maximum(tl.minimum(start_m + BLOCK_M, LQ) + CAUSAL_OFFSET, 0), LK)
+        full_end = tl.maximum(start_m + CAUSAL_OFFSET + 1, 0) // BLOCK_N * BLOCK_N
+        full_end = tl.minimum(full_end, LK // BLOCK_N * BLOCK_N)
+    else:
+        hi = LK
+        full_end = LK // BLOCK_N * BLOCK_N
+    if HOST_TMA:
+        q = Q.load([off_b, off_h, start_m, 0]).reshape(BLOCK_M, BLOCK_DK)
+        if WARP_SPECIALIZE:  # one loop, every block masked: Triton's Hopper warp
+            # specialization takes one specialized loop per kernel, with nothing after it
+            acc, l_i, m_i = attn_fwd_fa3_inner(
+                acc, l_i, m_i, q, K, V, off_b, off_h, offs_m, offs_n, 0, hi, LK, qk_scale,
+                CAUSAL_OFFSET, BLOCK_DK, BLOCK_DV, BLOCK_N, True, CAUSAL, INPUT_PRECISION, True)
+        else:
+            acc, l_i, m_i = attn_fwd_fa3_inner(
+                acc, l_i, m_i, q, K, V, off_b, off_h, offs_m, offs_n, 0, full_end, LK, qk_scale,
+                CAUSAL_OFFSET, BLOCK_DK, BLOCK_DV, BLOCK_N, False, CAUSAL, INPUT_PRECISION, False)
+            acc, l_i, m_i = attn_fwd_fa3_inner(
+                acc, l_i, m_i, q, K, V, off_b, off_h, offs_m, offs_n, full_end, hi, LK, qk_scale,
+                CAUSAL_OFFSET, BLOCK_DK, BLOCK_DV, BLOCK_N, True, CAUSAL, INPUT_PRECISION, False)
+    else:  # no TMA (before Hopper, or tensors TMA cannot address): attn_fwd's pointer loads
+        b64 = off_b.to(tl.int64)
+        h64 = off_h.to(tl.int64)
+        q = tl.load(Q + b64 * stride_qb + h64 * stride_qh + start_m.to(tl.int64) * stride_qm
+                    + tile_m[:, None] * stride_qm + offs_dk[None, :] * stride_qd,
+                    mask=(offs_m[:, None] < LQ) & (offs_dk[None, :] < HEAD_DK), other=0.0)
+        k_ptrs = (K + b64 * stride_kb + h64 * stride_kh
+                  + offs_n[None, :] * stride_kn + offs_dk[:, None] * stride_kd)
+        v_ptrs = (V + b64 * stride_vb + h64 * stride_vh
+                  + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd)
+        acc, l_i, m_i = attn_fwd_inner(
+            acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
+            offs_m, offs_n, offs_dk, offs_dv, 0, full_end, LK, qk_scale, CAUSAL_OFFSET,
+            HEAD_DK, HEAD_DV, BLOCK_DK, BLOCK_DV, BLOCK_N, False, CAUSAL, INPUT_PRECISION, False)
+        acc, l_i, m_i = attn_fwd_inner(
+            acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
+            offs_m, offs_n, offs_dk, offs_dv, full_end, hi, LK, qk_scale, CAUSAL_OFFSET,
+            HEAD_DK, HEAD_DV, BLOCK_DK, BLOCK_DV, BLOCK_N, True, CAUSAL, INPUT_PRECISION, False)
+    empty = l_i == 0.0
+    l_safe = tl.where(empty, 1.0, l_i)
+    acc = acc / l_safe[:, None]
+    lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * LN2)
+    tl.store(Lse + off_hz.to(tl.int64) * LQ + offs_m, lse, mask=offs_m < LQ)
+    if HOST_TMA:  # one TMA store; rows past L_q and padded head dims are not written
+        Out.store([off_b, off_h, start_m, 0],
+                  acc.to(Out.dtype).reshape(1, 1, BLOCK_M, BLOCK_DV))
+    else:
+        o_ptrs = (Out + off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
+                  + start_m.to(tl.int64) * stride_om
+                  + tile_m[:, None] * stride_om + offs_dv[None, :] * stride_od)
+        tl.store(o_ptrs, acc.to(Out.dtype.element_ty),
+                 mask=(offs_m[:, None] < LQ) & (offs_dv[None, :] < HEAD_DV))
+
+
+@jit
+def attn_fwd_fa3(Q, K, V, Out, Lse,
+                 stride_qb, stride_qh, stride_qm, stride_qd,
+                 stride_kb, stride_kh, stride_kn, stride_kd,
+                 stride_vb, stride_vh, stride_vn, stride_vd,
+                 stride_ob, stride_oh, stride_om, stride_od,
+                 BH, H, LQ, LK, qk_scale, CAUSAL_OFFSET,
+                 LQ_BUCKET, LK_BUCKET, BH_BUCKET,  # the autotuner's key only (powers of two)
+                 HEAD_DK: tl.constexpr, HEAD_DV: tl.constexpr,
+                 BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
+                 CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                 HOST_TMA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                 PERSISTENT: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The forward of FlashAttention-3's steps: ``attn_fwd``'s arithmetic, tile by tile.
+
+    Not ``PERSISTENT``: one program per tile, as ``attn_fwd`` (grid ``BH * cdiv(L_q,
+    BLOCK_M)``). ``PERSISTENT``: a grid of about one program per SM, each taking tiles
+    ``pid, pid + programs, ...``; causal, in the order longest first: the last query block
+    of every (batch, head) (which sees the most keys) first, the first block last, so the
+    short tiles fill in at the end instead of a long one starting last.
+    """
+    n_m = tl.cdiv(LQ, BLOCK_M)
+    n_tiles = BH * n_m
+    if PERSISTENT:
+        for tile in range(tl.program_id(0), n_tiles, tl.num_programs(0)):
+            if CAUSAL:  # longest first: query blocks from the last, (batch, head) fastest
+                off_hz = tile % BH
+                start_m = (n_m - 1 - tile // BH) * BLOCK_M
+            else:  # query blocks fastest: neighbouring programs share a (b, h)'s K and V
+                off_hz = tile // n_m
+                start_m = tile % n_m * BLOCK_M
+            attn_fwd_fa3_tile(
+                Q, K, V, Out, Lse, stride_qb, stride_qh, stride_qm, stride_qd,
+                stride_kb, stride_kh, stride_kn, stride_kd, stride_vb, stride_vh, stride_vn, stride_vd,
+                stride_ob, stride_oh, stride_om, stride_od, off_hz, start_m, H, LQ, LK, qk_scale,
+                CAUSAL_OFFSET, HEAD_DK, HEAD_DV, BLOCK_DK, BLOCK_DV, CAUSAL, INPUT_PRECISION,
+                HOST_TMA, WARP_SPECIALIZE, BLOCK_M, BLOCK_N)
+    else:
+        attn_fwd_fa3_tile(
+            Q, K, V, Out, Lse, stride_qb, stride_qh, stride_qm, stride_qd,
+            stride_kb, stride_kh, stride_kn, stride_kd, stride_vb, stride_vh, stride_vn, stride_vd,
+            stride_ob, stride_oh, stride_om, stride_od, tl.program_id(0) // n_m,
+            tl.program_id(0) % n_m * BLOCK_M, H, LQ, LK, qk_scale,
+            CAUSAL_OFFSET, HEAD_DK, HEAD_DV, BLOCK_DK, BLOCK_DV, CAUSAL, INPUT_PRECISION,
+            HOST_TMA, WARP_SPECIALIZE, BLOCK_M, BLOCK_N)
 
 
 # ----------------------------------------------------------------------------
@@ -468,6 +643,8 @@ def kernel_source(kernel: str, start: Optional[str] = None, stop: Optional[str] 
     prints the kernels this way, a few lines at a time.
     """
     return kernel_text({"forward": attn_fwd, "forward_inner": attn_fwd_inner,
+                        "forward_fa3": attn_fwd_fa3, "forward_fa3_tile": attn_fwd_fa3_tile,
+                        "forward_fa3_inner": attn_fwd_fa3_inner,
                         "backward_preprocess": attn_bwd_preprocess, "backward_dkdv": attn_bwd_dkdv,
                         "backward_dq": attn_bwd_dq}, kernel, start, stop)
 

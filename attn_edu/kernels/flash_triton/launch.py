@@ -15,7 +15,16 @@ public functions in ``api``). Everything here is decided on the host, before a l
 * the launchers :func:`forward` and :func:`backward`, which trust their arguments: the
   public functions checked them once (``api.check_triton_inputs``).
 
-Explained in chapter 10 (block sizes, the autotuner's cost on a reader's first call, TMA).
+* the FlashAttention-3 ladder (``FORWARD_VARIANTS``): what each variant turns on for a
+  launch (:func:`variant_steps`), its autotune space (:func:`variant_configs`), its
+  host-built descriptors and persistent grid.
+
+Why one file of more than 600 lines: every decision a launch makes from shapes, dtypes and
+the GPU is here, beside the tables the compile report measured them with, so that a rule
+and the numbers behind it are read together.
+
+Explained in chapter 10 (block sizes, the autotuner's cost on a reader's first call, TMA,
+the ladder from FlashAttention-2 to -3).
 """
 from __future__ import annotations
 
@@ -31,7 +40,8 @@ from . import kernels
 
 __all__ = ["forward_configs", "forward_shared_memory", "backward_configs", "atomic_backward_configs",
            "tma_compatible", "BACKWARDS", "BACKWARD_FLOAT32", "TMA_MIN_CAPABILITY", "TMA_EXTRA_SHARED",
-           "IEEE_FORWARD_CONFIG", "IEEE_BACKWARD_CONFIG"]
+           "IEEE_FORWARD_CONFIG", "IEEE_BACKWARD_CONFIG", "FORWARD_VARIANTS", "variant_configs",
+           "variant_steps", "warp_specialize_applies"]
 
 
 # ----------------------------------------------------------------------------
@@ -399,6 +409,119 @@ def uses_tma(q: Tensor, k: Tensor, v: Tensor, precision: str = "tf32") -> bool:
 
 
 # ----------------------------------------------------------------------------
+# FlashAttention-3's steps: the forward's ladder (kernels.attn_fwd_fa3)
+# ----------------------------------------------------------------------------
+#: The forward's variants, a ladder, each adding one step of FlashAttention-3 to the one
+#: before. ``"fa2"``: ``kernels.attn_fwd``, what every call launches by default (on Hopper
+#: with descriptors built on the device, ``tl.make_tensor_descriptor``); ``"host_tma"``:
+#: ``kernels.attn_fwd_fa3`` with Q, K, V and Out descriptors built on the host
+#: (``TensorDescriptor``); ``"wide_tiles"``: plus ``FWD_CONFIGS_WIDE`` in the autotuner's
+#: space on Hopper; ``"warp_specialized"``: plus a producer/consumer split of the warps
+#: where Triton makes one (:func:`warp_specialize_applies`); ``"persistent"``: plus a grid
+#: of ``PERSISTENT_PROGRAMS_PER_SM`` programs per SM looping over tiles, causal ones longest
+#: first. What a step needs and does not find (a GPU before Hopper, float32, tensors TMA
+#: cannot address) it leaves out, and the launch goes on: :func:`variant_steps`.
+FORWARD_VARIANTS = ("fa2", "host_tma", "wide_tiles", "warp_specialized", "persistent")
+#: The wider tiles of ``"wide_tiles"`` on Hopper, (BLOCK_M, BLOCK_N, num_warps, num_stages):
+#: 128 x 128 with 8 warps at d = 64 too (``forward_configs`` keeps BLOCK_N <= d), and
+#: 128 x 64 with 8 warps (two warpgroups of 64 rows each, one wgmma per warpgroup), pruned
+#: like the rest (shared memory, ``FWD_SPILL_CONFIGS``).
+FWD_CONFIGS_WIDE = [(128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 2), (128, 64, 8, 3)]
+#: The tiles Triton's Hopper warp specialization takes (3.6 and 3.9 alike, in the compile
+#: report): 64 query rows and 4 warps, i.e. one consumer warpgroup beside the producer.
+#: With 128 rows and 4 warps its pass splits the rows between two consumer warpgroups
+#: and fails on the Q tile's copy; with 8 warps it leaves the loop alone. Added to the
+#: space of ``"warp_specialized"`` and ``"persistent"`` on Hopper.
+FWD_CONFIGS_WS = [(64, 64, 4, 2), (64, 128, 4, 2)]
+#: The configurations of the persistent kernel (its loop over tiles adds to the registers
+#: of a tile) that spill in ``python -m attn_edu.kernels.report``, by (GPU family,
+#: head-dimension bucket, bytes per element), left out of ``"persistent"``'s space. Before
+#: Hopper (pointer loads; Triton 3.9, sm_80, bfloat16) 16 to 176 bytes at 255 registers a
+#: thread; on Hopper the 128 x 32 tile with 4 stages at d = 128, clean in Triton 3.9 and
+#: 56 bytes of spills in Colab's Triton 3.6.
+FWD_SPILL_CONFIGS_PERSISTENT: Dict[Tuple[int, int, int], set] = {
+    (90, 128, 2): {(128, 32, 4, 4)},
+    (80, 64, 2): {(64, 64, 4, 3), (128, 32, 4, 2), (128, 32, 4, 3), (128, 32, 4, 4), (128, 64, 4, 3),
+                  (128, 64, 4, 4)},
+    (80, 128, 2): {(64, 32, 4, 2), (64, 32, 4, 4), (64, 64, 4, 3), (64, 64, 4, 4), (128, 64, 8, 3),
+                   (128, 64, 8, 4)},
+}
+#: Programs per SM of the persistent grid (64-row tiles leave room for two on an SM).
+PERSISTENT_PROGRAMS_PER_SM = {64: 2, 128: 1}
+#: Under the interpreter the persistent grid has this many programs, so that each one
+#: loops over several tiles in the tests.
+PERSISTENT_PROGRAMS_INTERPRETED = 3
+
+
+def warp_specialize_applies(config) -> bool:
+    """Whether ``"warp_specialized"`` specializes the warps of this (BLOCK_M, BLOCK_N,
+    num_warps, num_stages): 64 rows and 4 warps (``FWD_CONFIGS_WS``'s rule; None warps, the
+    interpreter's fixed blocks, counts as 4). Other tiles launch unspecialized."""
+    return config[0] == 64 and config[2] in (4, None)
+
+
+def variant_steps(variant: str, capability: Optional[Tuple[int, int]], dtype_bytes: int, tma_ok: bool,
+                  precision: str = "tf32") -> Optional[dict]:
+    """What ``variant`` (one of ``FORWARD_VARIANTS``) turns on for this launch, as a dict of
+    ``host_tma``, ``wide``, ``warp_specialize``, ``persistent`` and ``left_out`` (the steps
+    it asked for and did not get, with why) -- or None: launch ``"fa2"``'s kernel (the
+    variant is ``"fa2"``, or float32: FlashAttention-3's steps are for 16-bit inputs).
+    ``capability`` None: the interpreter, where descriptors are used when ``tma_ok`` (the
+    tests force them) and nothing is Hopper's."""
+    if variant not in FORWARD_VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(map(repr, FORWARD_VARIANTS))}; got {variant!r}")
+    rank = FORWARD_VARIANTS.index(variant)
+    if rank == 0 or dtype_bytes == 4 or precision == "ieee":
+        return None
+    hopper = capability is not None and tuple(capability) >= TMA_MIN_CAPABILITY
+    host_tma = tma_ok and (hopper or capability is None)
+    left_out = []
+    if not host_tma:
+        why = ("the interpreter loads through pointers unless use_tma=True" if capability is None
+               else "tensors TMA cannot address" if hopper else "TMA needs compute capability 9.0")
+        left_out.append(f"host_tma ({why})")
+    if rank >= 2 and not hopper:
+        left_out.append("wide_tiles (Hopper's space)")
+    ws = rank >= 3 and host_tma
+    if rank >= 3 and not ws:
+        left_out.append("warp_specialized (needs host descriptors on Hopper)")
+    return dict(host_tma=host_tma, wide=rank >= 2 and hopper, warp_specialize=ws, persistent=rank >= 4,
+                left_out=tuple(left_out))
+
+
+def variant_configs(variant: str, capability: Tuple[int, int], head_dim: int = 64,
+                    shared_memory: Optional[int] = None, dtype_bytes: int = 2) -> list:
+    """The autotuner's space of a variant on a GPU: :func:`forward_configs` (``"fa2"``'s,
+    with TMA's barriers from 9.0), on Hopper plus ``FWD_CONFIGS_WIDE`` from ``"wide_tiles"``
+    and ``FWD_CONFIGS_WS`` from ``"warp_specialized"`` on, pruned like the rest (shared
+    memory, ``FWD_SPILL_CONFIGS``, ``FWD_SPILL_TILES_D128``, BLOCK_N at most twice the
+    padded head dimension). ``"persistent"``: without ``FWD_SPILL_CONFIGS_PERSISTENT``,
+    before Hopper (pointer loads) ``"fa2"``'s space without them."""
+    base = forward_configs(capability, head_dim, shared_memory, dtype_bytes)
+    steps = variant_steps(variant, capability, dtype_bytes, True)
+    cap = tuple(capability)
+    if steps is not None and steps["persistent"] and not steps["host_tma"]:  # before Hopper
+        family = (90 if cap >= (9, 0) else 80, 64 if padded_head_dim(head_dim) <= 64 else 128, dtype_bytes)
+        spills = FWD_SPILL_CONFIGS_PERSISTENT.get(family, set())
+        return [c for c in base if c not in spills] or base[:1]
+    if steps is None or not steps["wide"]:
+        return base
+    if shared_memory is None:
+        known = {divmod(t.capability, 10): t.shared_memory for t in _targets.TARGETS.values()}
+        shared_memory = known.get(cap, SHARED_MEMORY_FALLBACK)
+    d = padded_head_dim(head_dim)
+    measured = FWD_SPILL_CONFIGS.get((90, 64 if d <= 64 else 128, dtype_bytes), set())
+    extra = FWD_CONFIGS_WIDE + (FWD_CONFIGS_WS if steps["warp_specialize"] else [])
+    configs = base + [c for c in extra if c not in base and c not in measured
+                      and c[1] <= max(2 * d, 64) and not (head_dim > 64 and c[:3] in FWD_SPILL_TILES_D128)
+                      and forward_shared_memory(c, head_dim, dtype_bytes, True) <= shared_memory]
+    if steps["persistent"]:
+        spills = FWD_SPILL_CONFIGS_PERSISTENT.get((90, 64 if d <= 64 else 128, dtype_bytes), set())
+        configs = [c for c in configs if c not in spills]
+    return configs
+
+
+# ----------------------------------------------------------------------------
 # Launchers
 # ----------------------------------------------------------------------------
 def _next_pow2(n: int) -> int:
@@ -430,13 +553,16 @@ def _forward_plan(device: torch.device, capability: Optional[Tuple[int, int]], d
 
 
 def forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
-            use_tma: Optional[bool] = None, precision: Optional[str] = None, config=None):
+            use_tma: Optional[bool] = None, precision: Optional[str] = None, config=None,
+            variant: str = "fa2"):
     """Launch the forward on checked inputs: ``(out, lse)``, (B, H, L_q, d_v) and (B, H, L_q).
 
     ``align`` and ``scale`` as ``api.check_triton_inputs`` returns them; ``use_tma`` None:
     :func:`uses_tma`; ``config`` as :func:`check_config` returns it (None: autotuned, or the
     fixed configuration of :func:`fixed_forward_config`). Records an autotuned choice in ``TUNED``.
     What follows from shapes, dtype and GPU is decided once per key (:func:`_forward_plan`).
+    ``variant``: one of ``FORWARD_VARIANTS``; past ``"fa2"`` the FlashAttention-3 kernel
+    (:func:`_forward_fa3`), whose ``use_tma`` means host-built descriptors.
     """
     B, H, LQ, DK = q.shape
     LK, DV = k.shape[2], v.shape[3]
@@ -449,6 +575,10 @@ def forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
     if scale < 0:  # the kernel needs qk_scale > 0 (it takes the max of the raw scores):
         q, scale = -q, -scale  # (-q) k^T * (-scale) is the same product, exactly
     cap = _capability(q)
+    if variant != "fa2":
+        steps = _variant_plan(variant, cap, q.dtype, precision, _tma_ok_fa3(q, k, v, cap, use_tma))
+        if steps is not None:
+            return _forward_fa3(q, k, v, out, lse, align, scale, cap, precision, config, variant, steps)
     tma_ok = (use_tma is None and cap is not None and cap >= TMA_MIN_CAPABILITY and q.is_cuda
               and tma_compatible(q, k, v))
     prec, use_tma, meta, fixed, ints, tail, key = _forward_plan(
@@ -468,6 +598,126 @@ def forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
         _attn_fwd[grid](*args, **meta)
         best = _attn_fwd.best_config
         TUNED[key] = (best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"], best.num_warps, best.num_stages)
+    return out, lse
+
+
+def _tma_ok_fa3(q: Tensor, k: Tensor, v: Tensor, cap, use_tma: Optional[bool]) -> bool:
+    """Host descriptors for the FlashAttention-3 kernel: ``use_tma`` when given (the tests force
+    them under the interpreter, which runs them), else on Hopper for :func:`tma_compatible`
+    tensors whose output rows (d_v elements) are a multiple of 16 bytes too."""
+    if use_tma is not None:
+        return bool(use_tma)
+    return (cap is not None and cap >= TMA_MIN_CAPABILITY and q.is_cuda and tma_compatible(q, k, v)
+            and (v.shape[3] * v.element_size()) % 16 == 0)
+
+
+@plan_cache
+def _variant_plan(variant: str, capability, dtype: torch.dtype, precision: Optional[str], tma_ok: bool):
+    """:func:`variant_steps` for a launch, once per key (None: ``"fa2"``'s kernel)."""
+    name = _checks.dtype_name(dtype)
+    prec = _targets.input_precision(name, capability, precision)
+    return variant_steps(variant, capability, torch.empty((), dtype=dtype).element_size(), tma_ok, prec)
+
+
+def _set_block_shapes(nargs: dict) -> None:
+    """An autotuner's pre-hook: the host descriptors' block shapes for the configuration
+    about to launch (Q and Out: BLOCK_M rows; K and V: BLOCK_N), as Triton's tutorial does."""
+    if not isinstance(nargs["Q"], _TensorDescriptor):
+        return
+    bm, bn = nargs["BLOCK_M"], nargs["BLOCK_N"]
+    nargs["Q"].block_shape = [1, 1, bm, nargs["BLOCK_DK"]]
+    nargs["K"].block_shape = [1, 1, bn, nargs["BLOCK_DK"]]
+    nargs["V"].block_shape = [1, 1, bn, nargs["BLOCK_DV"]]
+    nargs["Out"].block_shape = [1, 1, bm, nargs["BLOCK_DV"]]
+
+
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor as _TensorDescriptor
+except Exception:  # pragma: no cover - no triton, or one without host descriptors
+    _TensorDescriptor = None
+
+#: The autotuners of the FlashAttention-3 kernel, one per variant (made on first use).
+_FA3_TUNERS: dict = {}
+
+
+def _fa3_tuner(variant: str):
+    """The FlashAttention-3 kernel behind an autotuner over ``variant``'s space: every
+    candidate of :func:`variant_configs`, each with ``WARP_SPECIALIZE`` set where the
+    variant has it and :func:`warp_specialize_applies`, pruned per GPU at launch."""
+    if variant in _FA3_TUNERS:
+        return _FA3_TUNERS[variant]
+    ws_variant = FORWARD_VARIANTS.index(variant) >= 3
+    candidates = sorted(set(FWD_CONFIGS_CUDA + FWD_CONFIGS_WIDE + FWD_CONFIGS_WS + FWD_CONFIGS_PRE_AMPERE))
+
+    def prune(configs, named_args, **kwargs):
+        args = {**named_args, **kwargs}
+        q = args.get("Q")
+        elem = q.base.element_size() if hasattr(q, "base") else q.element_size()
+        wanted = set(variant_configs(variant, torch.cuda.get_device_capability(),
+                                     max(args["HEAD_DK"], args["HEAD_DV"]), _device_shared_memory(), elem))
+        key = lambda c: (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)  # noqa: E731
+        ws = args.get("HOST_TMA", False)
+        kept = [c for c in configs if key(c) in wanted and c.kwargs["WARP_SPECIALIZE"] == (
+            ws_variant and ws and warp_specialize_applies(key(c)))]
+        return kept or [c for c in configs if key(c) in FWD_CONFIGS_PRE_AMPERE and not c.kwargs["WARP_SPECIALIZE"]]
+
+    configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "WARP_SPECIALIZE": wsp}, num_warps=w, num_stages=st,
+                             pre_hook=_set_block_shapes)
+               for bm, bn, w, st in candidates for wsp in (False, True)
+               if not wsp or (ws_variant and warp_specialize_applies((bm, bn, w, st)))]
+    _FA3_TUNERS[variant] = triton.autotune(configs=configs, key=FWD_AUTOTUNE_KEY + ["PERSISTENT"],
+                                           prune_configs_by={"early_config_prune": prune})(kernels.attn_fwd_fa3)
+    return _FA3_TUNERS[variant]
+
+
+@plan_cache
+def _sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of a GPU (the persistent grid's size), asked once."""
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _forward_fa3(q, k, v, out, lse, align, scale, cap, precision, config, variant, steps):
+    """:func:`forward` for a variant past ``"fa2"``: ``kernels.attn_fwd_fa3`` with the steps
+    :func:`variant_steps` gave, the descriptors built here around this call's tensors (their
+    geometry is the tensors' own; the block shapes follow the configuration)."""
+    B, H, LQ, DK = q.shape
+    LK, DV = k.shape[2], v.shape[3]
+    prec, _, meta, fixed, ints, tail, key = _forward_plan(
+        q.device, cap, q.dtype, tuple(q.shape), tuple(k.shape), tuple(v.shape), False, False, align,
+        precision, config)
+    meta = {n: x for n, x in meta.items() if n != "USE_TMA"}
+    host, persistent = steps["host_tma"], steps["persistent"]
+    meta.update(HOST_TMA=host, PERSISTENT=persistent)
+    if host:  # (b, h, row, d) descriptors; block shapes are set per configuration
+        bd = dict(q=meta["BLOCK_DK"], k=meta["BLOCK_DK"], v=meta["BLOCK_DV"], out=meta["BLOCK_DV"])
+        descs = [_TensorDescriptor(x, list(x.shape), list(x.stride()), [1, 1, 16, bd[n]])
+                 for n, x in zip(("q", "k", "v", "out"), (q, k, v, out))]
+    else:
+        descs = [q, k, v, out]
+    args = (*descs, lse, *q.stride(), *k.stride(), *v.stride(), *out.stride(), B * H,
+            *ints, scale * LOG2E.value, *tail)
+    n_tiles = lambda bm: B * H * -(-LQ // bm)  # noqa: E731
+
+    def grid_for(bm):
+        if not persistent:
+            return launch_grid(B * H, LQ, bm)
+        if kernels.BUILT_INTERPRETED:
+            return (min(n_tiles(bm), PERSISTENT_PROGRAMS_INTERPRETED),)
+        return (min(n_tiles(bm), _sm_count(q.device) * PERSISTENT_PROGRAMS_PER_SM.get(bm, 1)),)
+
+    if fixed is not None:
+        (bm, bn, warps, stages), _ = fixed
+        ws = steps["warp_specialize"] and warp_specialize_applies((bm, bn, warps, stages))
+        nargs = dict(Q=descs[0], K=descs[1], V=descs[2], Out=descs[3], BLOCK_M=bm, BLOCK_N=bn, **meta)
+        _set_block_shapes(nargs)
+        extra = {} if kernels.BUILT_INTERPRETED else dict(num_warps=warps, num_stages=stages)
+        kernels.attn_fwd_fa3[grid_for(bm)](*args, **meta, WARP_SPECIALIZE=ws, BLOCK_M=bm, BLOCK_N=bn, **extra)
+    else:
+        tuner = _fa3_tuner(variant)
+        tuner[lambda META: grid_for(META["BLOCK_M"])](*args, **meta)
+        best = tuner.best_config
+        TUNED[key + (variant,)] = (best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"], best.num_warps,
+                                   best.num_stages)
     return out, lse
 
 

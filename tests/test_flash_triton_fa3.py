@@ -1,0 +1,198 @@
+"""The FlashAttention-3 ladder of the Triton forward (``flash_triton.FORWARD_VARIANTS``).
+
+Every variant against the float64 reference with the tolerance rule, causal and not, on
+ragged lengths and padded head dims, through each of its paths: pointer loads, host-built
+TMA descriptors (the interpreter runs ``TensorDescriptor`` arguments, so the CPU tests the
+descriptors' zero fill and clipped stores), the warp-specialized single loop (64-row tiles)
+and the persistent grid (three programs under the interpreter, so each loops over several
+tiles, causal ones longest first). Then what a launch leaves out where a step cannot run
+(before Hopper, float32) and the autotuner's spaces per GPU. The compiled side (TMA,
+wgmma, setmaxnreg on sm_90a) is tests/test_kernel_report.py's.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from attn_edu.kernels import flash_triton as ft  # noqa: E402
+from attn_edu.kernels.flash_triton import kernels as fk, launch as fl  # noqa: E402
+from attn_edu.testing import assert_close_to_reference, reference_pair  # noqa: E402
+from conftest import CUDA, kernel_precision, torch_qkv  # noqa: E402
+
+CAUSALS = [False, True, "bottom_right"]
+LADDER = ft.FORWARD_VARIANTS[1:]
+# (B, H, Lq, Lk, Dk, Dv): ragged last blocks, Lq != Lk both ways, padded head dims (48, 80);
+# every row a multiple of 16 bytes in float16, so TMA can address them
+SHAPES = [(1, 2, 65, 129, 64, 64), (2, 1, 70, 33, 48, 80)] if not CUDA else \
+    [(2, 3, 1000, 1000, 64, 64), (1, 2, 300, 1030, 128, 128), (2, 2, 129, 65, 48, 80)]
+# (use_tma, config): on the CPU the default (pointer loads), host descriptors forced, and
+# descriptors with a 64-row tile, where "warp_specialized" and "persistent" take the
+# warp-specialized loop; on a GPU the launcher's choice, autotuned and with a 64-row tile
+PATHS = [(None, None), (True, None), (True, (64, 32, 4, 1))] if not CUDA else [(None, None), (None, (64, 64, 4, 2))]
+
+
+def _inputs(shape, seed=0):
+    B, H, LQ, LK, DK, DV = shape
+    return torch_qkv(LQ, LK, DK, DV, lead=(B, H), seed=seed, dtype=torch.float16)
+
+
+def _lse(q, k, causal, dtype=torch.float64):
+    """log-sum-exp of the (masked) scores computed in ``dtype`` (float64: the gold one)."""
+    from attn_edu import masks
+
+    q, k = q.to(dtype), k.to(dtype)
+    s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    align = {False: None, True: "top_left"}.get(causal, causal)
+    if align is not None:
+        s = s.masked_fill(~masks.causal_mask(q.shape[-2], k.shape[-2], align, device=q.device), float("-inf"))
+    return torch.logsumexp(s, dim=-1)
+
+
+class _Spy:
+    """Stands in for a jitted kernel and records each launch's grid and constants."""
+
+    def __init__(self, kernel, seen):
+        self.kernel, self.seen = kernel, seen
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.seen.append((grid, dict(kwargs), args[:4]))
+            return self.kernel[grid](*args, **kwargs)
+        return launch
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("causal", CAUSALS, ids=str)
+@pytest.mark.parametrize("variant", LADDER)
+def test_every_variant_matches_the_reference_on_every_path(variant, causal, shape, monkeypatch):
+    q, k, v = _inputs(shape)
+    align, scale = ft.check_triton_inputs(q, k, v, causal, None)
+    gold, naive = reference_pair(q, k, v, causal=causal, precision=kernel_precision(q.dtype))
+    gold_lse = _lse(q, k, causal)
+    empty = torch.isneginf(gold_lse)  # bottom-right with Lq > Lk: rows that see no key
+    seen = []
+    monkeypatch.setattr(fk, "attn_fwd_fa3", _Spy(fk.attn_fwd_fa3, seen))
+    for use_tma, config in PATHS:
+        out, lse = fl.forward(q, k, v, align, scale, use_tma=use_tma, config=config, variant=variant)
+        assert_close_to_reference(out, gold, naive, what=f"{variant} {use_tma} {config}")
+        assert not torch.isnan(out).any() and torch.equal(torch.isneginf(lse), empty)
+        naive_lse = _lse(q, k, causal, q.dtype)  # the naive lse, in the inputs' dtype
+        assert_close_to_reference(lse[~empty], gold_lse[~empty], naive_lse[~empty], what="lse")
+    if CUDA:
+        return
+    # what ran: the FlashAttention-3 kernel every time, with the steps asked for
+    assert len(seen) == len(PATHS)
+    (g0, m0, a0), (g1, m1, a1), (g2, m2, a2) = seen
+    assert [m["HOST_TMA"] for m in (m0, m1, m2)] == [False, True, True]
+    assert isinstance(a1[0], fl._TensorDescriptor) and not isinstance(a0[0], fl._TensorDescriptor)
+    assert a1[0].block_shape == [1, 1, 32, 64] and a2[1].block_shape == [1, 1, 32, 64]  # Q: BLOCK_M; K: BLOCK_N
+    ws = FORWARD_RANK[variant] >= 3
+    assert [m["WARP_SPECIALIZE"] for m in (m0, m1, m2)] == [False, False, ws]  # 64-row tiles only
+    persistent = variant == "persistent"
+    assert all(m["PERSISTENT"] == persistent for m in (m0, m1, m2))
+    B, H, LQ = shape[:3]
+    tiles = B * H * -(-LQ // 32)
+    assert g0 == ((fl.PERSISTENT_PROGRAMS_INTERPRETED,) if persistent else (tiles,))
+    assert not persistent or tiles >= 2 * fl.PERSISTENT_PROGRAMS_INTERPRETED  # each program loops
+
+
+FORWARD_RANK = {v: i for i, v in enumerate(ft.FORWARD_VARIANTS)}
+
+
+@pytest.mark.triton
+def test_the_public_functions_take_a_variant_and_check_it():
+    q, k, v = _inputs(SHAPES[0])
+    ref = ft.triton_attention_forward(q, k, v, causal=True)[0]
+    for variant in LADDER:
+        out, _ = ft.triton_attention_forward(q, k, v, causal=True, variant=variant)
+        gold, naive = reference_pair(q, k, v, causal=True, precision=kernel_precision(q.dtype))
+        assert_close_to_reference(out, gold, naive)
+        assert_close_to_reference(out, gold, ref, what=f"{variant} against fa2")  # the same arithmetic
+    with pytest.raises(ValueError, match="variant must be one of 'fa2'.*got 'fa4'"):
+        ft.triton_attention_forward(q, k, v, variant="fa4")
+    with pytest.raises(ValueError, match="variant must be one of"):
+        ft.triton_attention(q, k, v, variant=None)
+    # the backward after a ladder forward: its saved output and lse are the same kind
+    qg = q.float().requires_grad_() if not CUDA else q.clone().requires_grad_()
+    out = ft.triton_attention(qg, k.to(qg.dtype), v.to(qg.dtype), causal=True, variant="persistent")
+    out.sum().backward()
+    assert qg.grad is not None and torch.isfinite(qg.grad).all()
+
+
+def test_each_step_is_left_out_where_it_cannot_run_and_says_why():
+    steps = ft.variant_steps
+    hopper = steps("persistent", (9, 0), 2, True)
+    assert hopper == dict(host_tma=True, wide=True, warp_specialize=True, persistent=True, left_out=())
+    # each rung adds one step to the one below
+    on = [{k for k, x in (steps(v, (9, 0), 2, True) or {}).items() if x is True} for v in ft.FORWARD_VARIANTS]
+    assert on == [set(), {"host_tma"}, {"host_tma", "wide"}, {"host_tma", "wide", "warp_specialize"},
+                  {"host_tma", "wide", "warp_specialize", "persistent"}]
+    ampere = steps("persistent", (8, 0), 2, True)  # an A100: no TMA, so no warp specialization either
+    assert (ampere["host_tma"], ampere["wide"], ampere["warp_specialize"], ampere["persistent"]) == (
+        False, False, False, True)
+    assert "compute capability 9.0" in ampere["left_out"][0] and len(ampere["left_out"]) == 3
+    turing = steps("host_tma", (7, 5), 2, True)
+    assert turing["host_tma"] is False and "9.0" in turing["left_out"][0]
+    odd = steps("warp_specialized", (9, 0), 2, False)  # Hopper, tensors TMA cannot address
+    assert not odd["host_tma"] and not odd["warp_specialize"] and "cannot address" in odd["left_out"][0]
+    # float32 and exact products: FlashAttention-2's kernel, whatever the variant
+    assert steps("persistent", (9, 0), 4, True) is None and steps("wide_tiles", (9, 0), 2, True, "ieee") is None
+    assert steps("fa2", (9, 0), 2, True) is None
+    with pytest.raises(ValueError, match="variant must be one of"):
+        steps("fa3", (9, 0), 2, True)
+
+
+@pytest.mark.triton
+def test_float32_runs_every_variant_as_fa2():
+    q, k, v = (x.float() for x in _inputs(SHAPES[1]))
+    ref, ref_lse = ft.triton_attention_forward(q, k, v, causal=True)
+    for variant in LADDER:
+        out, lse = ft.triton_attention_forward(q, k, v, causal=True, variant=variant)
+        assert torch.equal(out, ref) and torch.equal(lse, ref_lse)  # the very same kernel
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_the_autotuner_spaces_grow_one_step_at_a_time_on_hopper_only(d):
+    hopper, ampere, turing = (9, 0), (8, 0), (7, 5)
+    base = ft.forward_configs(hopper, d)
+    assert ft.variant_configs("host_tma", hopper, d) == base  # host descriptors: the same tiles
+    wide = ft.variant_configs("wide_tiles", hopper, d)
+    ws = ft.variant_configs("warp_specialized", hopper, d)
+    assert wide[:len(base)] == base and ws[:len(wide)] == wide and len(base) < len(wide) <= len(ws) <= 20
+    # at d = 128 the 64 x 128 tile spills (FWD_SPILL_TILES_D128): warp specialization then adds
+    # no tile, it specializes the 64-row ones fa2 has already
+    assert (len(ws) > len(wide)) == (d == 64)
+    assert any(ft.warp_specialize_applies(c) for c in ws)
+    # the persistent kernel without what spills there (Triton 3.6: 128 x 32 with 4 stages at d = 128)
+    spills = fl.FWD_SPILL_CONFIGS_PERSISTENT.get((90, d, 2), set())
+    assert ft.variant_configs("persistent", hopper, d) == [c for c in ws if c not in spills]
+    assert bool(spills) == (d == 128)
+    assert ((128, 128, 8, 2) in wide) and (d == 128 or (128, 128, 8, 2) not in base)  # 128 x 128, 8 warps
+    assert {c for c in ws if c not in wide} <= set(ft.FWD_CONFIGS_WS)
+    assert all(ft.warp_specialize_applies(c) for c in ft.FWD_CONFIGS_WS)
+    assert not any(ft.warp_specialize_applies(c) for c in ft.FWD_CONFIGS_WIDE)  # 128 rows: not specialized
+    limit = 232448  # sm_90a's shared memory per block
+    assert all(ft.forward_shared_memory(c, d, 2, True) <= limit for c in ws)
+    for cap in (ampere, turing):  # before Hopper every variant autotunes over fa2's space...
+        assert all(ft.variant_configs(v, cap, d) == ft.forward_configs(cap, d) for v in LADDER[:-1])
+        # ...the persistent one (pointer loads) without what spills there in the compile report
+        persistent = ft.variant_configs("persistent", cap, d)
+        spills = fl.FWD_SPILL_CONFIGS_PERSISTENT.get((80, d, 2), set()) if cap == ampere else set()
+        assert persistent == [c for c in ft.forward_configs(cap, d) if c not in spills] != []
+    assert ft.variant_configs("persistent", hopper, d, dtype_bytes=4) == ft.forward_configs(hopper, d, dtype_bytes=4)
+
+
+def test_the_persistent_causal_order_is_longest_first():
+    # the kernel's order, read from its source and replayed: the last query block of every
+    # (batch, head) first; over the tiles a program takes, work never increases
+    src = ft.kernel_source("forward_fa3", "if CAUSAL:  # longest first", "else:")
+    assert "off_hz = tile % BH" in src and "start_m = (n_m - 1 - tile // BH) * BLOCK_M" in src
+    BH, n_m, bm, programs = 3, 5, 64, 4
+    order = [(t % BH, (n_m - 1 - t // BH) * bm) for t in range(BH * n_m)]
+    assert sorted(order) == sorted((h, m * bm) for h in range(BH) for m in range(n_m))  # every tile once
+    work = [m // bm + 1 for _, m in order]  # causal: key blocks a query block sees
+    assert work == sorted(work, reverse=True)
+    for p in range(programs):
+        mine = work[p::programs]
+        assert mine == sorted(mine, reverse=True)
