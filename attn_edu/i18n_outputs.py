@@ -42,7 +42,7 @@ import re
 
 from .i18n import LANGUAGES, LOCALE_DIR, current_language
 
-__all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER", "TEXT_KEYS",
+__all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER", "NUMBER_LIST", "TEXT_KEYS",
            "plotly_strings", "translate_plotly", "ALLOWED_WORDS", "english_words", "neutral",
            "placeholder_problem", "CODE_OUTPUT_TAG", "META_KEY", "translate_html", "html_strings", "output_strings",
            "translate_output", "translate_cell_outputs", "figure_texts", "translated_figure",
@@ -54,6 +54,11 @@ __all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER",
 #: NumPy's ``2.`` and ``0..3`` stay text)
 NUMBER = re.compile(r"\s*(?:(?<![A-Za-z_\d.#])|(?<=(?<![A-Za-z])[x×]))[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
+#: a list of numbers (NumPy's or Python's, nested or not) counts as one number: its length and
+#: NumPy's padding inside it change with what was measured, its words do not
+NUMBER_LIST = re.compile(r"\s*(?<![A-Za-z_\d])\[(?=[^\]]*\d)(?:[\s\d.,:+\-−eE\[\]]|nan|inf)*\]")
+_TOKEN = re.compile(f"{NUMBER_LIST.pattern}|{NUMBER.pattern}")
+
 _merged: dict[str, dict[str, str]] = {}
 
 
@@ -64,11 +69,12 @@ def _check_lang(lang: object) -> str:
 
 
 def skeleton(text: str) -> tuple[str, list[str]]:
-    """``text`` with each number (and the spaces before it) replaced by ``{0}``, ``{1}``, ...,
-    and the numbers so replaced; braces already in ``text`` are doubled (``str.format``)."""
+    """``text`` with each number or list of numbers (:data:`NUMBER_LIST`), and the spaces
+    before it, replaced by ``{0}``, ``{1}``, ..., and the numbers so replaced; braces already
+    in ``text`` are doubled (``str.format``)."""
     numbers: list[str] = []
     out, last = [], 0
-    for m in NUMBER.finditer(text):
+    for m in _TOKEN.finditer(text):
         if not m.group().strip():
             continue
         out.append(text[last:m.start()].replace("{", "{{").replace("}", "}}"))
@@ -173,7 +179,7 @@ ALLOWED_WORDS = frozenset("""
     SDPA FlashAttention FA FA2 FA3 TMA wgmma mma ncu nvidia smi PCIe SXM NVLink RTX
     float half bfloat bf fp int uint dtype dtypes cpu cuda cuda:0 gloo nccl torchrun
     max min std var mean sqrt exp log lse argmax softmax diff abs sum tol rtol atol
-    attn_edu sdpa KV QK PV RoPE ALiBi GQA MQA MHA LSE RMS
+    attn_edu sdpa KV QK PV RoPE ALiBi GQA MQA MHA LSE RMS PE FAVOR Lq Lk
     Q K V O P S A B H L N W T M X Y Z q k v o p s x y z d n b h e i j t l m r c
     True False None NaN nan inf Inf OK ok vs
 """.split())

@@ -180,6 +180,8 @@ LIVE_NOTE = N_("<strong>Live explorer.</strong> In Jupyter or Colab this figure 
 
 #: the sentence the book build puts in the note's Colab slot (``{url}`` is the chapter on Colab)
 COLAB_LINK = N_('<a href="{url}">Open this chapter in Colab</a> to move them.')
+#: what separates the controls' values in the stand-in's note (``{a}, {b}``; Chinese ``，``)
+VALUES_SEPARATOR = N_("{before}, {after}")
 
 
 def colab_link(url: str, lang: str | None = None) -> str:
@@ -235,8 +237,9 @@ def _static_html(state: "_Explorer", lang: Optional[str] = None) -> str:
     def say(text: str) -> str:  # a control's name and value, in the stand-in's language
         return translate_text(text, lang) if lang else text
 
-    shown = ", ".join(f"{html.escape(say(str(getattr(c, 'description', '') or name)))} = "
-                      f"{html.escape(say(_value_text(c.value)))}" for name, c in state.controls.items())
+    sep = translate(VALUES_SEPARATOR, lang).format(before="", after="")
+    shown = sep.join(f"{html.escape(say(str(getattr(c, 'description', '') or name)))} = "
+                     f"{html.escape(say(_value_text(c.value)))}" for name, c in state.controls.items())
     note = (f'<p class="{NOTE_CLASS}">{live_note(shown, lang)} '
             f'<span class="{COLAB_SLOT_CLASS}"></span></p>')
     return f'<div class="{STATIC_CLASS}">{note}{"".join(figures)}</div>'

@@ -389,3 +389,17 @@ def test_a_translation_with_ten_or_more_placeholders_is_checked_by_number_not_by
     msgid = "generated: [" + ",".join("{%d}" % i for i in range(12)) + "]"
     assert placeholder_problem(msgid, msgid.replace("generated", "生成")) is None
     assert "placeholders" in placeholder_problem(msgid, msgid.replace("{11}", ""))
+
+
+def test_a_list_of_numbers_is_one_placeholder_whatever_its_length_and_padding():
+    """A measured list changes length and NumPy's padding from run to run: one entry must
+    serve every run (a CPU build's timing line must not fall back to English on CI)."""
+    from attn_edu.i18n_outputs import skeleton
+
+    runs = ["CPU s per rank: [0.12 0.3  1.2 ]  max / mean = 1.5",
+            "CPU s per rank: [0.1 0.25 0.33 1.]  max / mean = 2.25"]
+    keys = {skeleton(r)[0] for r in runs}
+    assert keys == {"CPU s per rank:{0}  max / mean ={1}"}, keys
+    assert skeleton("n = [1024, 2048] and [[0, 1], [2, 3]]")[1] == [" [1024, 2048]", " [[0, 1], [2, 3]]"]
+    assert skeleton("x[0] is a name's index, not a list")[0] == "x[{0}] is a name's index, not a list"
+    assert skeleton("here it is shown for n = 1024.")[0] == "here it is shown for n ={0}."
