@@ -54,8 +54,8 @@ __all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER",
 #: NumPy's ``2.`` and ``0..3`` stay text)
 NUMBER = re.compile(r"\s*(?:(?<![A-Za-z_\d.#])|(?<=(?<![A-Za-z])[x×]))[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
-#: a list of numbers (NumPy's or Python's, nested or not) counts as one number: its length and
-#: NumPy's padding inside it change with what was measured, its words do not
+#: a list of numbers (NumPy's or Python's, nested or not) counts as one number, because its
+#: length and NumPy's padding inside it change with what was measured and its words do not
 NUMBER_LIST = re.compile(r"\s*(?<![A-Za-z_\d])\[(?=[^\]]*\d)(?:[\s\d.,:+\-−eE\[\]]|nan|inf)*\]")
 _TOKEN = re.compile(f"{NUMBER_LIST.pattern}|{NUMBER.pattern}")
 
