@@ -59,7 +59,14 @@ def _join(parts: Iterable[str]) -> str:
     text = ""
     for part in filter(None, parts):  # sentences one after the other: with a space in English, none in Chinese
         text = _("{text} {sentence}").format(text=text, sentence=part) if text else part
-    return text if len(text) <= MAX_CHARS else text[: MAX_CHARS - 1].rstrip() + "…"
+    if len(text) <= MAX_CHARS:
+        return text
+    import re  # noqa: PLC0415
+
+    cut = text[: MAX_CHARS - 1]
+    if cut[-1].isascii() and cut[-1].isalnum() and text[MAX_CHARS - 1].isascii() and text[MAX_CHARS - 1].isalnum():
+        cut = re.sub(r"[A-Za-z0-9_]+$", "", cut)  # never half a word ("fl…" for float16)
+    return cut.rstrip(" ,，、") + "…"
 
 
 def _axis_phrase(x: str, y: str) -> str:

@@ -236,6 +236,8 @@ def page_strings(page_html: str, page_dir: Path | None = None):
                 self.skip += 1
             if not self.inside():
                 return
+            if tag == "code":  # inline code (a checker names a function) is code, not English
+                self.buf.append("`")
             for key in ("alt", "aria-label", "title"):
                 if a.get(key):
                     found.append((key, a[key]))
@@ -252,6 +254,8 @@ def page_strings(page_html: str, page_dir: Path | None = None):
                 self.stack.pop()
 
         def handle_endtag(self, tag):
+            if tag == "code" and self.inside():
+                self.buf.append("`")
             if tag in _BLOCKS:
                 self.flush()
             if tag in ("script", "style"):

@@ -114,3 +114,14 @@ def test_register_outside_ipython_does_nothing(monkeypatch):
     ipython = pytest.importorskip("IPython")
     monkeypatch.setattr(ipython, "get_ipython", lambda: None)
     assert alt_text.register_alt_text() is False
+
+
+def test_a_cut_alt_text_ends_after_a_whole_word():
+    """The cut falls between words: half a name ("fl…" for float16) reads as a word of its own
+    (a Chinese screen reader spells it; the Chinese page check counts it as English)."""
+    parts = [f"legend: float16, bfloat16, float32 number {i}." for i in range(200)]
+    for shift in range(12):  # the cut lands at every place within a word once
+        text = alt_text._join(["x" * shift] + parts)
+        assert len(text) <= alt_text.MAX_CHARS and text.endswith("…"), text[-20:]
+        last = text[:-1].split()[-1].strip(",.")
+        assert last in {"legend:", "legend", "float16", "bfloat16", "float32", "number"} or last.isdigit(), last
