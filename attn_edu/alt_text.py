@@ -191,8 +191,9 @@ def plotly_alt_text(fig: Any) -> str:
                 and isinstance(layout[k], dict)]
     y_titles = [_title(layout[k].get("title")) for k in axes if k.startswith("y")
                 and isinstance(layout[k], dict)]
-    x = ", ".join(dict.fromkeys(t for t in x_titles if t))
-    y = ", ".join(dict.fromkeys(t for t in y_titles if t))
+    sep = _("{before}, {after}").format(before="", after="")  # Chinese: ，
+    x = sep.join(dict.fromkeys(t for t in x_titles if t))
+    y = sep.join(dict.fromkeys(t for t in y_titles if t))
     if x or y:
         parts.append(_("Axes{axes}.").format(axes=_axis_phrase(x, y)))
     for slider in layout.get("sliders") or []:

@@ -147,7 +147,11 @@ def plotly_strings(fig, key: str | None = None):
     figure's ``template``."""
     if isinstance(fig, dict):
         for k, v in fig.items():
-            if k != "template":
+            if k == "frames" and isinstance(v, list):  # a frame's name is what a slider calls it
+                for frame in v:
+                    yield from plotly_strings({f: x for f, x in frame.items() if f != "name"}
+                                              if isinstance(frame, dict) else frame, k)
+            elif k != "template":
                 yield from plotly_strings(v, k)
     elif isinstance(fig, list):
         for v in fig:
@@ -160,12 +164,22 @@ def translate_plotly(fig, lang: str | None = None, key: str | None = None):
     """A copy of a plotly figure's JSON (a dict) with every string :func:`plotly_strings`
     names translated by :func:`translate_text` (a plotly ``<br>`` breaks lines)."""
     if isinstance(fig, dict):
-        return {k: (v if k == "template" else translate_plotly(v, lang, k)) for k, v in fig.items()}
+        return {k: (v if k == "template" else _frames(v, lang) if k == "frames" else translate_plotly(v, lang, k))
+                for k, v in fig.items()}
     if isinstance(fig, list):
         return [translate_plotly(v, lang, key) for v in fig]
     if isinstance(fig, str) and _text_key(key):
         return "<br>".join(translate_text(part, lang) for part in fig.split("<br>"))
     return fig
+
+
+def _frames(frames, lang):
+    """An animation's frames translated, but for their names: a slider's steps and the play
+    button name the frames they show (``args``), and a renamed frame is one no step finds."""
+    if not isinstance(frames, list):
+        return translate_plotly(frames, lang, "frames")
+    return [{k: (v if k == "name" else translate_plotly(v, lang, k)) for k, v in f.items()}
+            if isinstance(f, dict) else f for f in frames]
 
 
 # --------------------------------------------------------------------------- English left over

@@ -240,8 +240,11 @@ def _static_html(state: "_Explorer", lang: Optional[str] = None) -> str:
     sep = translate(VALUES_SEPARATOR, lang).format(before="", after="")
     shown = sep.join(f"{html.escape(say(str(getattr(c, 'description', '') or name)))} = "
                      f"{html.escape(say(_value_text(c.value)))}" for name, c in state.controls.items())
-    note = (f'<p class="{NOTE_CLASS}">{live_note(shown, lang)} '
-            f'<span class="{COLAB_SLOT_CLASS}"></span></p>')
+    # (one sentence after another: a space in English, none in Chinese)
+    note = (f'<p class="{NOTE_CLASS}">'
+            + translate("{text} {sentence}", lang).format(
+                text=live_note(shown, lang), sentence=f'<span class="{COLAB_SLOT_CLASS}"></span>')
+            + "</p>")
     return f'<div class="{STATIC_CLASS}">{note}{"".join(figures)}</div>'
 
 

@@ -403,3 +403,17 @@ def test_a_list_of_numbers_is_one_placeholder_whatever_its_length_and_padding():
     assert skeleton("n = [1024, 2048] and [[0, 1], [2, 3]]")[1] == [" [1024, 2048]", " [[0, 1], [2, 3]]"]
     assert skeleton("x[0] is a name's index, not a list")[0] == "x[{0}] is a name's index, not a list"
     assert skeleton("here it is shown for n = 1024.")[0] == "here it is shown for n ={0}."
+
+
+def test_frame_names_stay_what_the_slider_steps_call_them():
+    """A slider step animates to a frame by name (its args): translating the frames' names
+    and not the steps' args broke the Chinese sliders of chapters 07, 09 and 14."""
+    from attn_edu.i18n_outputs import plotly_strings, translate_plotly
+
+    fig = {"data": [], "frames": [{"name": "skipped", "data": [{"name": "skipped"}]}],
+           "layout": {"sliders": [{"steps": [{"args": [["skipped"]], "label": "skipped", "method": "animate"}]}]}}
+    zh = translate_plotly(fig, "zh")
+    step = zh["layout"]["sliders"][0]["steps"][0]
+    assert zh["frames"][0]["name"] == step["args"][0][0] == "skipped"
+    assert step["label"] != "skipped" and zh["frames"][0]["data"][0]["name"] == step["label"]  # 跳过
+    assert [s for k, s in plotly_strings({"frames": [{"name": "skipped"}]})] == []
