@@ -88,3 +88,14 @@ def install() -> None:
     """Append the finder to ``sys.meta_path`` (once)."""
     if not any(f is _MissingOptional for f in sys.meta_path):
         sys.meta_path.append(_MissingOptional)
+
+
+def ipython_shell(shell=None):
+    """``shell``, else the running IPython shell; None outside IPython (or without it)."""
+    if shell is not None:
+        return shell
+    try:
+        from IPython import get_ipython  # noqa: PLC0415
+    except ImportError:
+        return None
+    return get_ipython()

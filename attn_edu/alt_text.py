@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, List
 
+from ._optional import ipython_shell
 from .i18n import gettext as _
 
 __all__ = ["figure_alt_text", "figure_text_px", "plotly_alt_text", "register_alt_text", "plain_text",
@@ -244,12 +245,7 @@ def register_alt_text(shell: Any = None) -> bool:
     data, only metadata; the inline backend's PNG formatter still draws the figure. Does
     nothing outside IPython. Returns whether it registered.
     """
-    if shell is None:
-        try:
-            from IPython import get_ipython  # noqa: PLC0415
-        except ImportError:
-            return False
-        shell = get_ipython()
+    shell = ipython_shell(shell)
     if shell is None:
         return False
     formatter = shell.display_formatter.mimebundle_formatter

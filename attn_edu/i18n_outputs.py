@@ -40,6 +40,7 @@ import html as _html
 import json
 import re
 
+from ._optional import ipython_shell
 from .i18n import LANGUAGES, LOCALE_DIR, current_language
 
 __all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER", "NUMBER_LIST", "TEXT_KEYS",
@@ -678,12 +679,7 @@ def install_output_translation(lang: str, shell=None) -> bool:
         import logging  # noqa: PLC0415  (the CJK font has no bold face: say nothing of it)
 
         logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
-    if shell is None:
-        try:
-            from IPython import get_ipython  # noqa: PLC0415
-        except ImportError:
-            return False
-        shell = get_ipython()
+    shell = ipython_shell(shell)
     if shell is None:
         return False
     formatter = shell.display_formatter

@@ -216,6 +216,29 @@ def _failed(row: Dict[str, Any], err: BaseException) -> Dict[str, Any]:
     return row
 
 
+def _time_round(run: _Run, calls: Dict[str, Callable], rows: Dict[str, Dict[str, Any]], flops: float) -> None:
+    """Time ``calls`` side by side (interleaved) into their ``rows``; a round that fails (out
+    of memory while timing) marks every row of the round failed."""
+    if not calls:
+        return
+    try:
+        timings = profiling.time_interleaved_ms(calls, repeat=run.repeat, warmup=0, device=run.device)
+    except Exception as err:
+        for name in calls:
+            _failed(rows[name], err)
+        return
+    for name, t in timings.items():
+        rows[name].update(median_ms=t.median_ms, min_ms=t.min_ms, times_ms=list(t.times_ms),
+                          tflops=profiling.tflops(flops, t.median_ms), timer=t.method, host_median_ms=t.host_ms)
+
+
+def _fail_unfinished(rows: Dict[str, Dict[str, Any]], err: BaseException) -> None:
+    """Every row neither failed nor timed yet gets ``err`` (the inputs themselves failed)."""
+    for row in rows.values():
+        if "error" not in row and "median_ms" not in row:
+            _failed(row, err)
+
+
 def _skip(doc: Dict[str, Any], what: str, why: str, d: Optional[int] = None) -> None:
     """``skipped[what]``; a reason that holds at one head dim only says which."""
     why = why if d is None else f"d={d}: {why}"
@@ -360,21 +383,9 @@ def _backward_point(run: _Run, doc: Dict[str, Any], cfg: BenchConfig, n: int,
                 calls[name] = call
             except Exception as err:  # this implementation failed here; the others still run
                 _failed(rows[name], err)
-        if calls:
-            try:
-                timings = profiling.time_interleaved_ms(calls, repeat=run.repeat, warmup=0, device=run.device)
-            except Exception as err:  # e.g. out of memory in a timed round: every row of the round
-                for name in calls:
-                    _failed(rows[name], err)
-            else:
-                for name, t in timings.items():
-                    rows[name].update(median_ms=t.median_ms, min_ms=t.min_ms, times_ms=list(t.times_ms),
-                                      tflops=profiling.tflops(flops, t.median_ms), timer=t.method,
-                                      host_median_ms=t.host_ms)
+        _time_round(run, calls, rows, flops)
     except Exception as err:  # the inputs themselves (out of memory)
-        for row in rows.values():
-            if "error" not in row and "median_ms" not in row:
-                _failed(row, err)
+        _fail_unfinished(rows, err)
     finally:
         calls.clear()
         doc["results"].extend(rows.values())
@@ -543,21 +554,9 @@ def _ladder_point(run: _Run, doc: Dict[str, Any], cfg: BenchConfig, n: int, sdpa
                 calls[name] = call
             except Exception as err:
                 _failed(rows[name], err)
-        if calls:
-            try:
-                timings = profiling.time_interleaved_ms(calls, repeat=run.repeat, warmup=0, device=run.device)
-            except Exception as err:
-                for name in calls:
-                    _failed(rows[name], err)
-            else:
-                for name, t in timings.items():
-                    rows[name].update(median_ms=t.median_ms, min_ms=t.min_ms, times_ms=list(t.times_ms),
-                                      tflops=profiling.tflops(flops, t.median_ms), timer=t.method,
-                                      host_median_ms=t.host_ms)
+        _time_round(run, calls, rows, flops)
     except Exception as err:  # the inputs themselves (out of memory)
-        for row in rows.values():
-            if "error" not in row and "median_ms" not in row:
-                _failed(row, err)
+        _fail_unfinished(rows, err)
     finally:
         calls.clear()
         doc["results"].extend(rows.values())
