@@ -43,7 +43,7 @@ import re
 from ._optional import ipython_shell
 from .i18n import LANGUAGES, LOCALE_DIR, current_language
 
-__all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER", "NUMBER_LIST", "TEXT_KEYS",
+__all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER", "TEXT_KEYS",
            "plotly_strings", "translate_plotly", "ALLOWED_WORDS", "english_words", "neutral",
            "placeholder_problem", "CODE_OUTPUT_TAG", "META_KEY", "translate_html", "html_strings", "output_strings",
            "translate_output", "translate_cell_outputs", "figure_texts", "translated_figure",
@@ -70,7 +70,7 @@ def _check_lang(lang: object) -> str:
 
 
 def skeleton(text: str) -> tuple[str, list[str]]:
-    """``text`` with each number or list of numbers (:data:`NUMBER_LIST`), and the spaces
+    """``text`` with each number or list of numbers (``NUMBER_LIST``), and the spaces
     before it, replaced by ``{0}``, ``{1}``, ..., and the numbers so replaced; braces already
     in ``text`` are doubled (``str.format``)."""
     numbers: list[str] = []

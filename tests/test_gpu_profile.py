@@ -262,7 +262,10 @@ def test_t4_estimate_of_the_causal_branch_by_hand():
     got = gp.estimate_seconds(plan, detail=True)
     assert got["flops"] == 12 * (full + full // 2)
     assert got["seconds"] == pytest.approx(by_hand, rel=1e-9)
-    assert 6.0 < got["seconds"] < 7.5  # about 6.8 s
+    # the kernels' time alone is about 5.4 s; the compile is the report's mean sm_75 compile,
+    # recorded on a shared CPU (1.4 s one day, 2.5 s on a busier one): seconds, not minutes
+    compile_mean = sum(compile_s) / len(compile_s)
+    assert 5.0 < got["seconds"] - compile_mean < 6.0 and 0 < compile_mean < 10
 
 
 def test_every_branch_has_a_t4_estimate_within_three_minutes_per_chapter(capsys):
