@@ -11,6 +11,8 @@ The modes of one command line (``--help`` lists every option):
   (:func:`~attn_edu.bench.gpu_correctness`), the first step of ``scripts/gpu-bench.sh``;
 * ``--host-overhead``: the package's own Python time per Triton call on the CPU, the
   launches stubbed, before and after the launch decisions' caches (:mod:`attn_edu.bench.host`);
+* ``--compile-ahead``: a first autotuned call's compiles for an H100, in series against
+  ahead in parallel threads, timed on the CPU (:mod:`attn_edu.bench.compile_time`);
 * ``--t4-estimates``: every chapter GPU branch's estimated time on a T4
   (:func:`attn_edu.gpu_profile.t4_estimates`), printed; no GPU needed;
 * ``--measure NAME``: one of the measurements of :data:`~attn_edu.bench.MEASURES`
@@ -18,7 +20,7 @@ The modes of one command line (``--help`` lists every option):
   ``--d``, ``--batch``, ``--heads``, ``--dtype``, ``--repeat``, ``--warmup`` replace its
   sizes, ``--dry-run`` runs it on the CPU at tiny sizes (``TRITON_INTERPRET=1``).
 
-Every mode but ``--t4-estimates`` first applies the GPU profile ``ATTN_EDU_GPU_PROFILE``
+Every mode but ``--t4-estimates`` and ``--compile-ahead`` first applies the GPU profile ``ATTN_EDU_GPU_PROFILE``
 names (:func:`attn_edu.gpu_profile.apply_profile`; nothing without it).
 
 Tiled implementations use ``--block-q`` x ``--block-k`` tiles, by default their backend's
@@ -103,6 +105,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="the package's Python time per Triton call on the CPU, the launches stubbed, "
                         "before and after the launch decisions' caches (attn_edu.bench.host); "
                         "--repeat calls per round; JSON to --out")
+    p.add_argument("--compile-ahead", action="store_true",
+                   help="the first autotuned call's compiles for an H100 (sm_90a), in series against ahead "
+                        "in parallel threads, on this CPU without a GPU (attn_edu.bench.compile_time); "
+                        "--d (default 64), --repeat alternating rounds (default 1)")
     p.add_argument("--t4-estimates", action="store_true",
                    help="print each chapter GPU branch's FLOPs, bytes and estimated seconds on a T4 "
                         "under ATTN_EDU_GPU_PROFILE=t4 (attn_edu.gpu_profile.t4_estimates) and exit")
@@ -158,6 +164,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.t4_estimates:  # a model from datasheet figures, no GPU needed
         print(format_estimates())
+        return 0
+    if args.compile_ahead:  # the CPU only: compiles for sm_90a in child processes
+        from .compile_time import compile_ahead_time, format_compile_ahead
+
+        print(format_compile_ahead(compile_ahead_time(d=args.d or 64, rounds=args.repeat or 1)))
         return 0
     if args.host_overhead:  # the CPU only: a child process with TRITON_INTERPRET=1
         from .host import format_host_overhead, host_overhead

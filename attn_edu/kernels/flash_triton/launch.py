@@ -35,6 +35,7 @@ from torch import Tensor
 
 from ... import _checks
 from .. import _targets
+from .._compile_ahead import compile_ahead
 from .._shared import HAS_TRITON, LOG2E, causal_offset_arg, launch_grid, padded_head_dim, plan_cache, triton
 from . import kernels
 
@@ -595,6 +596,8 @@ def forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
         kernels.attn_fwd[launch_grid(B * H, LQ, bm)](*args, **meta, BLOCK_M=bm, BLOCK_N=bn, **extra)
     else:
         grid = lambda META: launch_grid(B * H, LQ, META["BLOCK_M"])  # noqa: E731
+        if key not in TUNED:  # this key's first call: its configurations compile in parallel
+            compile_ahead((_attn_fwd, args, meta))
         _attn_fwd[grid](*args, **meta)
         best = _attn_fwd.best_config
         TUNED[key] = (best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"], best.num_warps, best.num_stages)
@@ -665,7 +668,8 @@ def _fa3_tuner(variant: str):
                              pre_hook=_set_block_shapes)
                for bm, bn, w, st in candidates for wsp in (False, True)
                if not wsp or (ws_variant and warp_specialize_applies((bm, bn, w, st)))]
-    _FA3_TUNERS[variant] = triton.autotune(configs=configs, key=FWD_AUTOTUNE_KEY + ["PERSISTENT"],
+    key = [name for name in FWD_AUTOTUNE_KEY if name != "USE_TMA"] + ["HOST_TMA", "PERSISTENT"]  # its arguments
+    _FA3_TUNERS[variant] = triton.autotune(configs=configs, key=key,
                                            prune_configs_by={"early_config_prune": prune})(kernels.attn_fwd_fa3)
     return _FA3_TUNERS[variant]
 
@@ -714,6 +718,8 @@ def _forward_fa3(q, k, v, out, lse, align, scale, cap, precision, config, varian
         kernels.attn_fwd_fa3[grid_for(bm)](*args, **meta, WARP_SPECIALIZE=ws, BLOCK_M=bm, BLOCK_N=bn, **extra)
     else:
         tuner = _fa3_tuner(variant)
+        if key + (variant,) not in TUNED:
+            compile_ahead((tuner, args, meta))
         tuner[lambda META: grid_for(META["BLOCK_M"])](*args, **meta)
         best = tuner.best_config
         TUNED[key + (variant,)] = (best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"], best.num_warps,
@@ -731,6 +737,10 @@ BACKWARD_FLOAT32 = "ieee"
 #: tile pair, deterministic); ``"atomic_dq"``, FlashAttention-2's Algorithm 2: one kernel
 #: over key blocks adds dQ with float32 atomics (5 matmuls, dQ's rounding order varies).
 BACKWARDS = ("two_kernels", "atomic_dq")
+
+
+#: The autotuned backward's keys seen in this process (their configurations compiled ahead).
+_BWD_TUNED: set = set()
 
 
 @plan_cache
@@ -782,10 +792,13 @@ def backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tens
     # atomic_dq: dQ accumulates in float32 across programs; otherwise the slot is unused
     dq_acc = torch.zeros((B, H, LQ, DK), dtype=torch.float32, device=q.device) if atomic else delta
     if not atomic and len(configs) > 1:  # autotuned: each kernel times backward_configs once per key
-        _attn_bwd_dkdv[lambda META: launch_grid(B * H, LK, META["BLOCK_N"])](
-            q, k, v, do, dk, dv, dq_acc, lse, delta, *common, **meta, ATOMIC_DQ=False)
-        _attn_bwd_dq[lambda META: launch_grid(B * H, LQ, META["BLOCK_M"])](
-            q, k, v, do, dq, lse, delta, *common, **meta)
+        dkdv_args, dq_args = (q, k, v, do, dk, dv, dq_acc, lse, delta, *common), (q, k, v, do, dq, lse, delta, *common)
+        tuned = (str(q.device), q.dtype, *ints, tuple(sorted(meta.items())))
+        if tuned not in _BWD_TUNED:  # this key's first call: both kernels' configurations compile in parallel
+            compile_ahead((_attn_bwd_dkdv, dkdv_args, {**meta, "ATOMIC_DQ": False}), (_attn_bwd_dq, dq_args, meta))
+            _BWD_TUNED.add(tuned)
+        _attn_bwd_dkdv[lambda META: launch_grid(B * H, LK, META["BLOCK_N"])](*dkdv_args, **meta, ATOMIC_DQ=False)
+        _attn_bwd_dq[lambda META: launch_grid(B * H, LQ, META["BLOCK_M"])](*dq_args, **meta)
         return dq, dk, dv
     for i, (bm, bn, warps, stages) in enumerate(configs):
         extra = {} if warps is None else dict(num_warps=warps, num_stages=stages)

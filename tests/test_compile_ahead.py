@@ -1,0 +1,147 @@
+"""An autotuner's first call compiles its configurations in parallel, ahead of its timing loop
+(attn_edu.kernels._compile_ahead), and the loop then compiles nothing.
+
+No GPU here: in a child process without TRITON_INTERPRET, Triton compiles for sm_90a through
+the package's stand-in driver (``gpu_target_stand_in``), each launch is made a compile only
+and the autotuner's timing a stub (``launches_compile_only``). What is real: the launchers' own calls (the forward, a
+FlashAttention-3 variant with host TMA descriptors, the backward's two kernels), their
+pruning, the keys Triton files each compiled kernel under, and the autotuner's own loop.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+
+from attn_edu.kernels import _compile_ahead  # noqa: E402
+
+SCRIPT = r"""
+import json, sys, torch
+from attn_edu.kernels import _compile_ahead as ca
+from attn_edu.kernels.flash_triton import launch
+
+# two configurations per kernel, from each one's space: a short test
+launch.forward_configs = lambda *a, **k: [(64, 32, 4, 2), (64, 64, 4, 3)]
+launch.backward_configs = lambda *a, **k: [(32, 64, 4, 2), (32, 64, 4, 3)]
+launch._device_shared_memory = lambda: 232448
+compiled = {}                                       # kernel name -> compiles
+import threading, triton.compiler
+lock, compile_ = threading.Lock(), triton.compiler.compile
+
+def counted(src, *a, **k):                          # what each JITFunction compiles with
+    with lock:
+        compiled[src.name] = compiled.get(src.name, 0) + 1
+    return compile_(src, *a, **k)
+triton.compiler.compile = counted
+
+# every variant's autotuner can be made (Triton 3.9 refuses a key that is not a kernel argument)
+ladder = {v: launch._fa3_tuner(v).keys for v in launch.FORWARD_VARIANTS[1:]}
+tuners = [launch._attn_fwd, launch._fa3_tuner("host_tma"), launch._attn_bwd_dkdv, launch._attn_bwd_dq]
+from attn_edu.kernels.flash_triton import kernels
+submitted = []
+real = ca.compile_ahead
+launch.compile_ahead = lambda *calls: submitted.append(real(*calls)) or submitted[-1]
+
+with ca.gpu_target_stand_in((9, 0)), ca.launches_compile_only(*tuners, kernels.attn_bwd_preprocess):
+    q, k, v = (torch.randn(1, 2, 256, 64).to(torch.bfloat16) for _ in range(3))
+    steps = []
+    for name, call in (("fa2", lambda: launch.forward(q, k, v, None, 0.125)),
+                       ("host_tma", lambda: launch.forward(q, k, v, None, 0.125, use_tma=True, variant="host_tma")),
+                       ("fa2 again", lambda: launch.forward(q, k, v, None, 0.125))):
+        before = dict(compiled)
+        call()
+        steps.append({"step": name, "submitted": submitted[-1] if submitted else None,
+                      "compiled": {n: c - before.get(n, 0) for n, c in compiled.items() if c != before.get(n, 0)}})
+        submitted.clear()
+    out, lse = torch.zeros_like(q), torch.zeros(1, 2, 256)
+    before = dict(compiled)
+    launch.backward(torch.randn_like(q), q, k, v, out, lse, None, 0.125)
+    steps.append({"step": "backward", "submitted": submitted[-1] if submitted else None,
+                  "compiled": {n: c - before.get(n, 0) for n, c in compiled.items() if c != before.get(n, 0)}})
+    tma = launch._fa3_tuner("host_tma")
+    shapes = sorted({s for key in tma.fn.device_caches[0][0] for s in ("[1, 1, 64, 64]", "[1, 1, 32, 64]") if s in key})
+print(json.dumps({"steps": steps, "tma_block_shapes": shapes, "ladder_keys": ladder,
+                  "chosen": [list(t.best_config.kwargs.values()) for t in tuners]}))
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path_factory.mktemp("triton-cache")), ATTN_EDU_COMPILE_WORKERS="2",
+               TRITON_DEFAULT_FP_FUSION="1",
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _step(run, name):
+    return next(s for s in run["steps"] if s["step"] == name)
+
+
+def test_the_forwards_first_call_compiles_ahead_and_its_autotuner_then_compiles_nothing(run):
+    # two configurations submitted, two compiled: the autotuner's loop (which times each, then
+    # launches the best) found every one compiled under the key it launches with
+    fa2 = _step(run, "fa2")
+    assert fa2["submitted"] == 2 and fa2["compiled"] == {"attn_fwd": 2}, fa2
+    # host descriptors: each configuration's pre-hook gave its descriptors their block shapes
+    # before its compile (the shapes are in the kernel's signature); otherwise the loop would
+    # have compiled again under the shapes it launches with
+    tma = _step(run, "host_tma")
+    assert tma["submitted"] == 2 and tma["compiled"] == {"attn_fwd_fa3": 2}, tma
+    assert run["tma_block_shapes"] == ["[1, 1, 32, 64]", "[1, 1, 64, 64]"], run["tma_block_shapes"]
+    # a key already tuned: nothing submitted, nothing compiled
+    again = _step(run, "fa2 again")
+    assert again["submitted"] is None and again["compiled"] == {}, again
+
+
+def test_every_variants_autotuner_keys_on_its_own_arguments(run):
+    # host descriptors or pointer loads, persistent or not: each its own tuning
+    assert set(run["ladder_keys"]) == {"host_tma", "wide_tiles", "warp_specialized", "persistent"}
+    for variant, key in run["ladder_keys"].items():
+        assert "HOST_TMA" in key and "PERSISTENT" in key and "USE_TMA" not in key, (variant, key)
+
+
+def test_the_backwards_two_kernels_compile_ahead_in_one_pool(run):
+    bwd = _step(run, "backward")
+    assert bwd["submitted"] == 4, bwd
+    # the preprocess kernel is launched directly (one configuration), once
+    assert bwd["compiled"] == {"attn_bwd_dkdv": 2, "attn_bwd_dq": 2, "attn_bwd_preprocess": 1}, bwd
+
+
+def test_the_chosen_configurations_are_the_autotuners_own(run):
+    # the stubbed timing ties every configuration: the autotuner keeps its first, as it would
+    assert run["chosen"][0][:2] == [64, 32], run["chosen"]
+
+
+def test_compile_workers_reads_its_variable(monkeypatch):
+    monkeypatch.setenv(_compile_ahead.COMPILE_WORKERS_ENV, "3")
+    assert _compile_ahead.compile_workers() == 3
+    monkeypatch.setenv(_compile_ahead.COMPILE_WORKERS_ENV, "1")
+    assert _compile_ahead.compile_workers() == 1
+    assert _compile_ahead.compile_ahead((object(), (), {})) == 0  # one thread: the autotuner's own loop
+    for bad in ("0", "-2", "many"):
+        monkeypatch.setenv(_compile_ahead.COMPILE_WORKERS_ENV, bad)
+        with pytest.raises(ValueError, match=f"{_compile_ahead.COMPILE_WORKERS_ENV} must be an int >= 1; got '{bad}'"):
+            _compile_ahead.compile_workers()
+    monkeypatch.delenv(_compile_ahead.COMPILE_WORKERS_ENV)
+    assert 1 <= _compile_ahead.compile_workers() <= min(_compile_ahead.COMPILE_WORKERS_MAX, os.cpu_count())
+
+
+def test_the_compile_benchmark_refuses_bad_sizes_and_prints_its_ratio():
+    from attn_edu.bench import compile_time
+
+    for bad in ({"d": 0}, {"d": True}, {"rounds": 0}, {"rounds": 1.5}):
+        with pytest.raises(ValueError, match=f"{next(iter(bad))} must be a positive int"):
+            compile_time.compile_ahead_time(**bad)
+    text = compile_time.format_compile_ahead({"d": 64, "configs": 12, "workers": 4, "cpus": 8,
+                                              "serial_s": [20.0, 24.0, 22.0], "ahead_s": [6.0, 5.0, 5.5]})
+    assert "12 configurations" in text and "22.0 s" in text and "5.5 s" in text
+    assert "serial / ahead 4.00" in text and "8 CPUs" in text and "3 alternating rounds" in text
