@@ -30,6 +30,10 @@ from attn_edu.kernels.flash_triton import launch
 launch.forward_configs = lambda *a, **k: [(64, 32, 4, 2), (64, 64, 4, 3)]
 launch.backward_configs = lambda *a, **k: [(32, 64, 4, 2), (32, 64, 4, 3)]
 launch._device_shared_memory = lambda: 232448
+_variant_configs = launch.variant_configs        # the ladder past host_tma: two 64-row tiles each
+launch.variant_configs = lambda variant, *a, **k: (
+    _variant_configs(variant, *a, **k) if variant == "host_tma" else [(64, 64, 4, 2), (64, 128, 4, 2)])
+launch._sm_count = lambda device: 132               # an H100's SMs, for the persistent grid
 compiled = {}                                       # kernel name -> compiles
 import threading, triton.compiler
 lock, compile_ = threading.Lock(), triton.compiler.compile
@@ -48,12 +52,16 @@ submitted = []
 real = ca.compile_ahead
 launch.compile_ahead = lambda *calls: submitted.append(real(*calls)) or submitted[-1]
 
-with ca.gpu_target_stand_in((9, 0)), ca.launches_compile_only(*tuners, kernels.attn_bwd_preprocess):
+ladder_tuners = [launch._fa3_tuner(v) for v in ("wide_tiles", "warp_specialized", "persistent")]
+with ca.gpu_target_stand_in((9, 0)), ca.launches_compile_only(*tuners, *ladder_tuners, kernels.attn_bwd_preprocess):
     q, k, v = (torch.randn(1, 2, 256, 64).to(torch.bfloat16) for _ in range(3))
     steps = []
     for name, call in (("fa2", lambda: launch.forward(q, k, v, None, 0.125)),
                        ("host_tma", lambda: launch.forward(q, k, v, None, 0.125, use_tma=True, variant="host_tma")),
-                       ("fa2 again", lambda: launch.forward(q, k, v, None, 0.125))):
+                       ("fa2 again", lambda: launch.forward(q, k, v, None, 0.125)),
+                       *((variant, lambda variant=variant: launch.forward(q, k, v, "top_left", 0.125, use_tma=True,
+                                                                          variant=variant))
+                         for variant in ("wide_tiles", "warp_specialized", "persistent"))):
         before = dict(compiled)
         call()
         steps.append({"step": name, "submitted": submitted[-1] if submitted else None,
@@ -100,6 +108,14 @@ def test_the_forwards_first_call_compiles_ahead_and_its_autotuner_then_compiles_
     # a key already tuned: nothing submitted, nothing compiled
     again = _step(run, "fa2 again")
     assert again["submitted"] is None and again["compiled"] == {}, again
+
+
+def test_every_ladder_variants_first_call_compiles_ahead(run):
+    # wider tiles, warp specialization (setmaxnreg, in the compile report), the persistent
+    # causal grid: each variant's own autotuner, its configurations compiled ahead, none in its loop
+    for variant in ("wide_tiles", "warp_specialized", "persistent"):
+        step = _step(run, variant)
+        assert step["submitted"] == 2 and step["compiled"] == {"attn_fwd_fa3": 2}, step
 
 
 def test_every_variants_autotuner_keys_on_its_own_arguments(run):
