@@ -64,6 +64,9 @@ def _execute(path: str, timeout: int, allow_errors: bool) -> tuple:
     from jupyter_cache.executors.utils import single_nb_execution
 
     nb = nbformat.read(path, as_version=4)
+    # the chapter's own catalog first in what its kernel translates (the Chinese drawings:
+    # attn_edu.i18n_outputs.CHAPTER_ENV), as scripts/zh.py site does for its other outputs
+    os.environ["ATTN_EDU_CHAPTER"] = Path(path).name[:2]
     result = single_nb_execution(nb, cwd=str(Path(path).parent), timeout=timeout,
                                  allow_errors=allow_errors, meta_override=True)
     return path, nb, result.time, (result.exc_string if result.err is not None else None)

@@ -301,7 +301,8 @@ def pages(only) -> int:
     for page in sorted((ROOT / "_build" / "html" / "zh" / "notebooks").glob("[0-9][0-9]_*.html")):
         if only and page.name[:2] not in only:
             continue
-        found = page_offenders(page.read_text(encoding="utf-8"), page.parent)
+        with io.chapter_scope(page.name[:2]):
+            found = page_offenders(page.read_text(encoding="utf-8"), page.parent)
         total += len(found)
         print(f"{page.name}: {len(found)} strings with English words")
         for what, text, words in found[:30]:
@@ -335,7 +336,8 @@ def show(only) -> int:
             if cell != last:
                 print(f"--- {chapter} {cell}")
                 last = cell
-            zh = io.translate_text(text, "zh")
+            with io.chapter_scope(chapter):  # its own entries first, as on its page
+                zh = io.translate_text(text, "zh")
             flag = "  width!" if zh != text and "  " in text and display_width(zh) != display_width(text) else ""
             print(f"  {text}\n    -> {zh if zh != text else '(untranslated)'}{flag}")
     return 0
