@@ -27,17 +27,23 @@ matplotlib figures by the same rules; split, the rules would drift apart.)
 
 **The catalogs**: domain ``outputs`` (words many chapters share) and one domain per chapter,
 ``outputs_NN``, beside the package's own ``attn_edu`` domain in
-``attn_edu/locale/<catalog>/LC_MESSAGES/``; all are read and merged (a chapter's entries first),
-so a lookup does not need to know which chapter it is in. Keep them with
+``attn_edu/locale/<catalog>/LC_MESSAGES/``; all are read and merged, so a lookup does not need
+to know which chapter it is in. Where it knows (:func:`chapter_scope`, :data:`CHAPTER_ENV`), that
+chapter's entries come first: a word one chapter means otherwise (chapter 10's "masked" tiles,
+partly masked, which chapter 14's wholly masked squares are not) has its own entry in
+``outputs_NN``; then the figures' words, the shared ones, the other chapters' and the package's.
+Keep them with
 ``python scripts/zh_outputs.py`` (``extract`` lists what the English build shows that has no
 entry yet; ``compile`` writes the ``.mo`` files).
 """
 
 from __future__ import annotations
 
+import contextlib as _contextlib
 import gettext as _gettext
 import html as _html
 import json
+import os as _os
 import re
 
 from ._optional import ipython_shell
@@ -47,7 +53,8 @@ __all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER",
            "plotly_strings", "translate_plotly", "ALLOWED_WORDS", "english_words", "neutral",
            "placeholder_problem", "CODE_OUTPUT_TAG", "META_KEY", "translate_html", "html_strings", "output_strings",
            "translate_output", "translate_cell_outputs", "figure_texts", "translated_figure",
-           "translate_figure", "cjk_font", "ZH_RENDER_ENV", "install_output_translation"]
+           "translate_figure", "cjk_font", "ZH_RENDER_ENV", "install_output_translation", "CHAPTER_ENV",
+           "chapter_scope"]
 
 #: what the skeleton counts as a number, with the spaces before it; never glued to a letter,
 #: ``_``, ``#``, a digit or a ``.`` before it (an ``x`` or ``×`` alone before it is a factor,
@@ -86,21 +93,58 @@ def skeleton(text: str) -> tuple[str, list[str]]:
     return "".join(out), numbers
 
 
+#: the environment variable naming the chapter (``"10"``) a kernel executes, whose catalog
+#: ``outputs_NN`` then comes first (set by scripts/execute_chapters.py for each chapter); a
+#: reader's kernel does not know its chapter and reads the shared words first
+CHAPTER_ENV = "ATTN_EDU_CHAPTER"
+_scope: dict = {"chapter": None}
+_CHAPTER_DOMAIN = re.compile(r"outputs_\d\d")
+
+
+@_contextlib.contextmanager
+def chapter_scope(chapter: str | None):
+    """``with chapter_scope("10"):`` look-ups inside the block read chapter 10's catalog
+    (``outputs_10``) first (scripts/zh.py site, for each chapter it translates); ``None``: the
+    chapter :data:`CHAPTER_ENV` names, if any. The chapter before it after."""
+    if chapter is not None and not (isinstance(chapter, str) and re.fullmatch(r"\d\d", chapter)):
+        raise ValueError(f"chapter must be two digits such as '05' (or None); got {chapter!r}")
+    before = _scope["chapter"]
+    _scope["chapter"] = chapter
+    try:
+        yield chapter
+    finally:
+        _scope["chapter"] = before
+
+
+def _current_chapter() -> str | None:
+    if _scope["chapter"] is not None:
+        return _scope["chapter"]
+    env = _os.environ.get(CHAPTER_ENV, "")
+    return env if re.fullmatch(r"\d\d", env) else None
+
+
 def catalog(lang: str) -> dict[str, str]:
-    """Every output entry of ``lang``'s catalogs, msgid -> msgstr (empty for English)."""
+    """Every output entry of ``lang``'s catalogs, msgid -> msgstr (empty for English); where
+    two catalogs translate one msgid, the current chapter's (:func:`chapter_scope`) wins, then
+    the figures' (``outputs_fig``), the shared ``outputs``, the other chapters', the package's."""
     lang = _check_lang(lang)
-    if lang not in _merged:
+    chapter = _current_chapter()
+    key = lang if chapter is None else f"{lang}:{chapter}"
+    if key not in _merged:
         merged: dict[str, str] = {}
         folder = LANGUAGES[lang]
         if folder is not None:
             found = sorted((LOCALE_DIR / folder / "LC_MESSAGES").glob("outputs*.mo"), reverse=True)
-            for mo in found + [LOCALE_DIR / folder / "LC_MESSAGES" / "attn_edu.mo"]:
+            chapters = [mo for mo in found if _CHAPTER_DOMAIN.fullmatch(mo.stem)]
+            own = [mo for mo in chapters if mo.stem == f"outputs_{chapter}"]
+            order = own + [mo for mo in found if mo not in chapters] + [mo for mo in chapters if mo not in own]
+            for mo in order + [LOCALE_DIR / folder / "LC_MESSAGES" / "attn_edu.mo"]:
                 with open(mo, "rb") as f:
-                    for key, value in _gettext.GNUTranslations(f)._catalog.items():
-                        if isinstance(key, str) and key and value:
-                            merged.setdefault(key, value)
-        _merged[lang] = merged
-    return _merged[lang]
+                    for k, value in _gettext.GNUTranslations(f)._catalog.items():
+                        if isinstance(k, str) and k and value:
+                            merged.setdefault(k, value)
+        _merged[key] = merged
+    return _merged[key]
 
 
 def translate_text(text: str, lang: str | None = None) -> str:
@@ -533,9 +577,6 @@ def _undo(undo: list) -> None:
             obj.set_text(old)
         else:
             obj.formatter = old
-
-
-import contextlib as _contextlib  # noqa: E402
 
 
 @_contextlib.contextmanager

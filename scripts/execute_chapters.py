@@ -13,8 +13,15 @@ with its words in Chinese, kept in its output's metadata for the Chinese book. T
 edition reads the same records (scripts/zh.py ``site``).
 
 jupyter-cache matches on code cells only, so a change to the package alone would leave a
-stale record: the cache is emptied whenever attn_edu, its data, requirements.txt or
-pyproject.toml change (a hash of them is kept beside it, :data:`STAMP`).
+stale record: the cache is emptied whenever what an execution reads of attn_edu (its code, its
+data, the compiled catalogs), requirements.txt or pyproject.toml change (a hash of them is kept
+beside it, :data:`STAMP`; :func:`sources_files` says which files). The catalogs' sources (``.po``)
+are not read: gettext reads the ``.mo`` compiled from each (tests/test_i18n.py and
+tests/test_i18n_outputs.py hold each ``.mo`` to its ``.po``), so an edit of a ``.po`` that leaves
+its ``.mo`` as it was (``zh_outputs.py extract``'s new empty entries, a comment) re-executes nothing.
+Every ``.mo`` is read: the Chinese drawings (matplotlib figures, an explorer's stand-in) look
+their words up in all the output catalogs, the chapter's own first
+(``attn_edu.i18n_outputs.catalog``), so a new translation in any of them re-executes the chapters.
 
 Exits 1 naming the chapter when one fails (with its traceback); the others still run.
 """
@@ -34,13 +41,24 @@ CACHE = ROOT / "_build" / ".jupyter_cache"
 STAMP = CACHE.parent / ".jupyter_cache.sources"
 
 
-def sources_hash() -> str:
-    """What a chapter's outputs depend on beside its own code: the package and the pins."""
+#: the files of attn_edu that no execution reads: the catalogs' sources, which gettext reads
+#: compiled (the ``.mo`` beside each ``.po``) and the template ``pybabel extract`` writes
+NOT_READ_SUFFIXES = (".po", ".pot", ".pyc")
+
+
+def sources_files(root: Path = ROOT) -> list:
+    """What a chapter's outputs depend on beside its own code: the files of attn_edu an
+    execution reads (all but :data:`NOT_READ_SUFFIXES`) and the pins."""
+    files = [p for p in sorted((root / "attn_edu").rglob("*"))
+             if p.is_file() and "__pycache__" not in p.parts and p.suffix not in NOT_READ_SUFFIXES]
+    return files + [root / "requirements.txt", root / "pyproject.toml"]
+
+
+def sources_hash(root: Path = ROOT) -> str:
+    """A hash of :func:`sources_files`: their paths and bytes."""
     h = hashlib.sha256()
-    files = [p for p in sorted((ROOT / "attn_edu").rglob("*"))
-             if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
-    for p in files + [ROOT / "requirements.txt", ROOT / "pyproject.toml"]:
-        h.update(str(p.relative_to(ROOT)).encode())
+    for p in sources_files(root):
+        h.update(str(p.relative_to(root)).encode())
         h.update(p.read_bytes())
     return h.hexdigest()
 
@@ -64,6 +82,9 @@ def _execute(path: str, timeout: int, allow_errors: bool) -> tuple:
     from jupyter_cache.executors.utils import single_nb_execution
 
     nb = nbformat.read(path, as_version=4)
+    # the chapter's own catalog first in what its kernel translates (the Chinese drawings:
+    # attn_edu.i18n_outputs.CHAPTER_ENV), as scripts/zh.py site does for its other outputs
+    os.environ["ATTN_EDU_CHAPTER"] = Path(path).name[:2]
     result = single_nb_execution(nb, cwd=str(Path(path).parent), timeout=timeout,
                                  allow_errors=allow_errors, meta_override=True)
     return path, nb, result.time, (result.exc_string if result.err is not None else None)

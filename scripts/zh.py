@@ -334,6 +334,10 @@ def with_outputs(zh_nb: dict, executed: dict, name: str) -> dict:
     """The Chinese chapter with the English build's outputs, translated (:func:`zh_outputs`),
     in its code cells (matched by the English cell id; the code must be the same: the Chinese
     book executes nothing)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from attn_edu.i18n_outputs import chapter_scope
+
     out = {c["id"]: c for c in executed["cells"]}
     first = first_code_id(executed)
     nb = json.loads(json.dumps(zh_nb))
@@ -346,7 +350,8 @@ def with_outputs(zh_nb: dict, executed: dict, name: str) -> dict:
         if en is None or zh_code(source(en), en["id"] == first) != source(cell):
             raise SystemExit(f"{name}: code cell {cell['metadata']['attn_edu']['en']} differs from the English "
                              "build's: python scripts/zh.py sync, then build again")
-        cell["outputs"], cell["execution_count"] = zh_outputs(en), en.get("execution_count")
+        with chapter_scope(name[:2]):  # the chapter's own entries first (outputs_NN)
+            cell["outputs"], cell["execution_count"] = zh_outputs(en), en.get("execution_count")
     nb["metadata"] = executed.get("metadata", nb["metadata"])
     return nb
 

@@ -15,9 +15,10 @@ English words (:func:`attn_edu.i18n_outputs.english_words`) that no entry transl
 an entry, keyed by its skeleton when it has numbers: in ``outputs_NN.po`` when one chapter
 shows it, in ``outputs.po`` when several do, and a matplotlib figure's text (which the English
 execution records beside the figure) in ``outputs_fig.po``, whatever the chapter: those are
-drawn into the Chinese PNGs when the chapters execute, so a change to them re-executes the
-chapters (it changes the package's data), while the other catalogs are read by
-``scripts/zh.py site`` alone. Existing entries and their translations are kept.
+drawn into the Chinese PNGs when the chapters execute. (The drawings and the explorers'
+Chinese stand-ins look words up in every catalog, so a compiled change to any of them
+re-executes the chapters: scripts/execute_chapters.py's key holds every ``.mo``, no ``.po``.)
+Existing entries and their translations are kept.
 
     python scripts/zh_outputs.py check             # every entry's placeholders, and every .mo
                                                    # the compiled .po (what the tests check)
@@ -39,8 +40,9 @@ from attn_edu import i18n_outputs as io  # noqa: E402
 
 LC = ROOT / "attn_edu" / "locale" / "zh_CN" / "LC_MESSAGES"
 #: the catalog of the matplotlib figures' words (recorded by the English execution,
-#: attn_edu.i18n_outputs.figure_renders): drawn into PNGs at execution time, so they are
-#: kept apart from the catalogs of what the Chinese book translates after the fact
+#: attn_edu.i18n_outputs.figure_renders): drawn into PNGs at execution time, kept apart from
+#: the catalogs of what the Chinese book translates after the fact (which the drawings fall
+#: back on, so those are read at execution time too)
 FIGURES = "outputs_fig"
 
 
@@ -301,7 +303,8 @@ def pages(only) -> int:
     for page in sorted((ROOT / "_build" / "html" / "zh" / "notebooks").glob("[0-9][0-9]_*.html")):
         if only and page.name[:2] not in only:
             continue
-        found = page_offenders(page.read_text(encoding="utf-8"), page.parent)
+        with io.chapter_scope(page.name[:2]):
+            found = page_offenders(page.read_text(encoding="utf-8"), page.parent)
         total += len(found)
         print(f"{page.name}: {len(found)} strings with English words")
         for what, text, words in found[:30]:
@@ -335,7 +338,8 @@ def show(only) -> int:
             if cell != last:
                 print(f"--- {chapter} {cell}")
                 last = cell
-            zh = io.translate_text(text, "zh")
+            with io.chapter_scope(chapter):  # its own entries first, as on its page
+                zh = io.translate_text(text, "zh")
             flag = "  width!" if zh != text and "  " in text and display_width(zh) != display_width(text) else ""
             print(f"  {text}\n    -> {zh if zh != text else '(untranslated)'}{flag}")
     return 0

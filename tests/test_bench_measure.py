@@ -304,3 +304,27 @@ def test_the_fa3_ladder_times_every_variant_causal_and_not_beside_sdpa(dry_runs)
     assert _schema_problems(doc, "ladder") == []
     broken = dict(doc, results=[dict(doc["results"][0], variant="fa4")])
     assert _schema_problems(broken, "ladder")  # the schema knows the variants
+
+
+def test_a_point_whose_inputs_fail_fails_its_unfinished_rows_and_keeps_them():
+    """One point of a side-by-side measurement (bench.measure._timed_point): when making
+    the inputs fails (out of memory), every row not yet failed or timed carries that error,
+    the rows already settled keep theirs, the rows join the document and the calls are let
+    go; an interrupt (SIGTERM) is not swallowed, and still records the rows."""
+    from attn_edu.bench import measure
+
+    doc = {"results": []}
+    rows = {"a": {"impl": "a"}, "b": {"impl": "b", "error": "RuntimeError: its own", "reason": "error"},
+            "c": {"impl": "c", "median_ms": 1.0}}
+    calls = {"b": lambda: None}
+    with measure._timed_point(None, doc, rows, calls, 1.0):
+        raise MemoryError("planted: the inputs do not fit")
+    assert [r["impl"] for r in doc["results"]] == ["a", "b", "c"] and calls == {}
+    assert rows["a"]["error"].startswith("MemoryError: planted") and rows["a"]["reason"]
+    assert rows["b"]["error"] == "RuntimeError: its own" and "error" not in rows["c"]
+
+    doc, calls = {"results": []}, {"a": lambda: None}
+    with pytest.raises(KeyboardInterrupt):
+        with measure._timed_point(None, doc, {"a": {"impl": "a"}}, calls, 1.0):
+            raise KeyboardInterrupt
+    assert [r["impl"] for r in doc["results"]] == ["a"] and calls == {}

@@ -99,6 +99,37 @@ def test_the_committed_output_catalogs_are_consistent():
     assert zh_outputs.problems() == []
 
 
+def _entry(domain: str, msgid: str) -> str:
+    import gettext
+
+    with open(io.LOCALE_DIR / "zh_CN" / "LC_MESSAGES" / f"{domain}.mo", "rb") as f:
+        return gettext.GNUTranslations(f)._catalog[msgid]
+
+
+def test_a_chapters_own_entry_wins_in_that_chapter_only(monkeypatch):
+    """Chapter 10's "masked" tiles are partly masked, chapter 14's squares wholly: chapter
+    10's catalog says so for chapter 10 (zh.py site's chapter_scope, the execution's
+    environment variable), and every other chapter, and a kernel that does not know its
+    chapter, read the shared word."""
+    own, shared = _entry("outputs_10", "masked"), _entry("outputs", "masked")
+    assert own != shared
+    monkeypatch.delenv(io.CHAPTER_ENV, raising=False)
+    assert io.translate_text("masked", "zh") == shared
+    with io.chapter_scope("10"):
+        assert io.translate_text("masked", "zh") == own
+        with io.chapter_scope("14"):
+            assert io.translate_text("masked", "zh") == shared
+        assert io.translate_text("masked", "zh") == own
+    assert io.translate_text("masked", "zh") == shared
+    monkeypatch.setenv(io.CHAPTER_ENV, "10")
+    assert io.translate_text("masked", "zh") == own
+    with io.chapter_scope(None):  # the environment's chapter still
+        assert io.translate_text("masked", "zh") == own
+    with pytest.raises(ValueError, match="chapter"):
+        with io.chapter_scope("ch10"):
+            pass
+
+
 def test_neutral_entries(catalog):
     assert io.neutral("max|err|") and not io.neutral("row sum") and not io.neutral("unknown")
 

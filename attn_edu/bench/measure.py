@@ -57,6 +57,7 @@ length, the others measured), it passes ``n`` (``--n``).
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -239,6 +240,24 @@ def _fail_unfinished(rows: Dict[str, Dict[str, Any]], err: BaseException) -> Non
             _failed(row, err)
 
 
+@contextmanager
+def _timed_point(run: _Run, doc: Dict[str, Any], rows: Dict[str, Dict[str, Any]],
+                 calls: Dict[str, Callable], flops: float):
+    """``with _timed_point(...):`` one point of a side-by-side measurement: the block makes the
+    inputs and fills ``calls`` and ``rows``, then the calls are timed in one round
+    (:func:`_time_round`). An exception of the block or the round (the inputs themselves: out of
+    memory) fails every unfinished row and the run goes on; whatever happened, the calls (and
+    the tensors they hold) are let go and the rows join ``doc["results"]``."""
+    try:
+        yield
+        _time_round(run, calls, rows, flops)
+    except Exception as err:  # the inputs themselves (out of memory)
+        _fail_unfinished(rows, err)
+    finally:
+        calls.clear()
+        doc["results"].extend(rows.values())
+
+
 def _skip(doc: Dict[str, Any], what: str, why: str, d: Optional[int] = None) -> None:
     """``skipped[what]``; a reason that holds at one head dim only says which."""
     why = why if d is None else f"d={d}: {why}"
@@ -372,7 +391,7 @@ def _backward_point(run: _Run, doc: Dict[str, Any], cfg: BenchConfig, n: int,
     rows = {name: {"impl": name, **fields, "n": n, "d": cfg.d, "causal": cfg.causal, "flops": flops}
             for name, (_, fields) in forwards.items()}
     calls: Dict[str, Callable[[], None]] = {}
-    try:
+    with _timed_point(run, doc, rows, calls, flops):
         q, k, v = (x.requires_grad_() for x in make_inputs("torch", n, cfg))
         dout = make_inputs("torch", n, cfg, seed=1)[0]
         for name, (forward, _) in forwards.items():
@@ -383,12 +402,6 @@ def _backward_point(run: _Run, doc: Dict[str, Any], cfg: BenchConfig, n: int,
                 calls[name] = call
             except Exception as err:  # this implementation failed here; the others still run
                 _failed(rows[name], err)
-        _time_round(run, calls, rows, flops)
-    except Exception as err:  # the inputs themselves (out of memory)
-        _fail_unfinished(rows, err)
-    finally:
-        calls.clear()
-        doc["results"].extend(rows.values())
 
 
 # --------------------------------------------------------------------------- forward sweeps
@@ -523,7 +536,7 @@ def _ladder_point(run: _Run, doc: Dict[str, Any], cfg: BenchConfig, n: int, sdpa
     flops = profiling.attention_flops(cfg.batch, cfg.heads, n, n, cfg.d, causal=cfg.causal)
     rows: Dict[str, Dict[str, Any]] = {}
     calls: Dict[str, Callable[[], Any]] = {}
-    try:
+    with _timed_point(run, doc, rows, calls, flops):
         q, k, v = make_inputs("torch", n, cfg)
         for variant in ft.FORWARD_VARIANTS:
             name = f"triton_{variant}"
@@ -554,12 +567,6 @@ def _ladder_point(run: _Run, doc: Dict[str, Any], cfg: BenchConfig, n: int, sdpa
                 calls[name] = call
             except Exception as err:
                 _failed(rows[name], err)
-        _time_round(run, calls, rows, flops)
-    except Exception as err:  # the inputs themselves (out of memory)
-        _fail_unfinished(rows, err)
-    finally:
-        calls.clear()
-        doc["results"].extend(rows.values())
 
 
 _MEASURE_FNS: Dict[str, Callable[[_Run], Dict[str, Any]]] = {
