@@ -29,7 +29,9 @@ second command where the first one stopped):
     NAME in :data:`MEASUREMENTS` (backward, forward against cuDNN, causal at d = 128, host
     time, decode eager against graph replay, peak memory, and last the forward's ladder from
     FlashAttention-2 to -3, ``fa3_ladder``: five variants autotuned each, so its first run
-    compiles some 270 kernels on an H100; give the command a ``--deadline`` that leaves it room).
+    compiles some 270 kernels on an H100, each key's in parallel threads before its autotuner
+    times them (``attn_edu.kernels._compile_ahead``); give the command a ``--deadline`` that
+    leaves it room).
 ``ring-overlap``
     ``python -m attn_edu.distributed.overlap``: a ring step's K/V transfer (a copy engine, its
     own stream) timed with CUDA events against its compute, on one GPU (chapter 14).
