@@ -61,6 +61,51 @@ def test_stubbed_host_overhead_benchmark_runs_and_its_caches_are_hit():
     assert [r["call"] for r in result["rows"]] == list(HOST_CASES)
     assert all(r["before_us"] > 0 and r["after_us"] > 0 for r in result["rows"])
     # each launcher's plan answered every timed call after the first from its cache
-    for name in ("_forward_plan", "_backward_plan", "_decode_plan", "_sparse_launch"):
+    for name in ("_forward_plan", "_backward_plan", "_decode_plan", "_sparse_launch", "check_kernel_inputs"):
         assert result["cache_hits"][name] >= 2, (name, result["cache_hits"])
     assert "before/after" in format_host_overhead(result)
+
+
+def test_the_front_door_checks_every_call_and_answers_facts_that_passed_from_a_table(monkeypatch):
+    import torch
+
+    from attn_edu.kernels import _targets
+    from attn_edu.kernels import flash_triton as ft
+    from attn_edu.kernels.flash_triton import kernels
+
+    check = _targets.check_kernel_inputs
+    full = check.__wrapped__
+    q = torch.randn(1, 2, 16, 8)
+    check.cache_clear()
+    ok = check(kernels.LIMITS, q, q, q, kernels.BUILT_INTERPRETED)
+    assert ok == full(kernels.LIMITS, q, q, q, kernels.BUILT_INTERPRETED)
+    assert check(kernels.LIMITS, q.clone(), q, q, kernels.BUILT_INTERPRETED) == ok  # same facts, new tensor
+    assert check.cache_info().hits == 1 and check.cache_info().misses == 1
+    # each fact the check reads is in the key: a change is checked in full and refused as before
+    bad = {"dtype": (q.double(), TypeError, "float64"), "shape": (q[0], ValueError, "4-D"),
+           "head dim": (torch.randn(1, 2, 16, 200), ValueError, "200"),
+           "heads": (torch.randn(1, 3, 16, 8), ValueError, "must match or broadcast")}
+    for what, (x, error, words) in bad.items():
+        with pytest.raises(error, match=words):
+            check(kernels.LIMITS, x, q, q, kernels.BUILT_INTERPRETED)
+        with pytest.raises(error, match=words):  # and again: a refusal is never remembered as a pass
+            check(kernels.LIMITS, x, q, q, kernels.BUILT_INTERPRETED)
+    # not exactly a torch.Tensor (a subclass, a list): checked in full on every call
+    with pytest.raises(TypeError, match="q"):
+        check(kernels.LIMITS, q.tolist(), q, q, kernels.BUILT_INTERPRETED)
+    p = torch.nn.Parameter(q.clone())
+    before = check.cache_info().misses
+    check(kernels.LIMITS, p, q, q, kernels.BUILT_INTERPRETED)
+    check(kernels.LIMITS, p, q, q, kernels.BUILT_INTERPRETED)
+    assert check.cache_info().misses == before + 2
+    # on the CPU the interpreter switch is read on every call: unset now, refused now
+    if kernels.BUILT_INTERPRETED:
+        monkeypatch.setenv("TRITON_INTERPRET", "0")
+        with pytest.raises(ValueError, match="TRITON_INTERPRET"):
+            ft.check_triton_inputs(q, q, q)
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+        assert ft.check_triton_inputs(q, q, q)[0] is None
+    # True == 1 hashes alike: each type its own key (the full check decides what 1 means)
+    keys_before = check.cache_info().currsize
+    check(kernels.LIMITS, q, q, q, kernels.BUILT_INTERPRETED, 1)
+    assert check.cache_info().currsize == keys_before + 1

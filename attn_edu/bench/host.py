@@ -9,7 +9,8 @@ CPU: in a child process with ``TRITON_INTERPRET=1`` (so CPU tensors pass the che
 
 * ``before``: with every launch decision computed again on each call (the functions of
   ``attn_edu.kernels._shared.PLAN_CACHES`` replaced by their uncached originals,
-  :func:`~attn_edu.kernels._shared.uncached_plans`), as the launchers did before the caches;
+  :func:`~attn_edu.kernels._shared.uncached_plans`; the front door's input check among
+  them, which then checks each call in full), as the launchers did before the caches;
 * ``after``: as the package runs, each decision cached per key.
 
 The two alternate round by round in one process (torch on one thread), so a busy machine
@@ -38,7 +39,8 @@ HOST_CASES = {
                       "CPU's zero-filled gradients would dominate, a GPU fills them asynchronously)",
     "split-KV decode": "split_kv_decode, B=1 H_q=32 H_kv=8 L_k=65536 d=128 (128 split candidates)",
     "block-sparse": "block_sparse_attention with a TilePlan, B=1 H=16 L=4096 d=64, a causal mask's 128 x 64 tiles",
-    "flash front door": "check_triton_inputs alone (checked on every call, never cached)",
+    "flash front door": "check_triton_inputs alone (every call checked; inputs whose facts passed before "
+                        "answered from a table of those that passed)",
 }
 
 
