@@ -20,9 +20,8 @@ test venvs):
   (the two pins cannot both hold). The script prints which.
 * pip's ``find-links`` (its configuration and ``PIP_FIND_LINKS``) are passed on to uv, which
   does not read pip's configuration.
-* ``--exclude NAME``: a package a dependency pulls in that this environment goes without
-  (uv leaves it out of the resolution, ``--excludes``; with pip, or where an older install
-  has it, it is uninstalled after the install). scripts/setup-env.sh leaves out
+* ``--exclude NAME``: a package a dependency pulls in that this environment goes without:
+  uninstalled after the install (its own dependencies stay). scripts/setup-env.sh leaves out
   :data:`LEFT_OUT`.
 """
 from __future__ import annotations
@@ -33,7 +32,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import List, Optional, Sequence
 
@@ -135,7 +133,7 @@ def install(python: Path, requirements: Sequence[str] = (), requirement_files: S
             extra: Sequence[str] = (), quiet: bool = True, echo=print, exclude: Sequence[str] = ()) -> None:
     """Install ``requirements`` (and the lines of ``requirement_files``) into the venv of
     ``python``; ``extra``: more installer arguments (``--no-deps``, ``-e PATH``...);
-    ``exclude``: package names left out (uninstalled when there).
+    ``exclude``: package names to go without (uninstalled after the install).
     Raises RuntimeError with the installer's output when it fails."""
     reqs = list(requirements)
     for f in requirement_files:
@@ -163,13 +161,10 @@ def install(python: Path, requirements: Sequence[str] = (), requirement_files: S
                 echo(f"[install] triton: the version torch's CUDA build pins (not {', '.join(dropped)})")
         if index is not None:  # torch alone from its index first; the rest then finds it installed
             _run(base + link_args + ["--index-url", index] + torch_reqs)
+    _run(base + link_args + list(extra) + reqs)
     if not exclude:
-        _run(base + link_args + list(extra) + reqs)
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        excludes = Path(tmp) / "excludes.txt"
-        excludes.write_text("".join(f"{name}\n" for name in exclude))
-        _run(base + link_args + (["--excludes", str(excludes)] if uv else []) + list(extra) + reqs)
+    # uninstalled after the install, by any uv or pip (uv's --excludes is recent: uv>=0.5 here)
     if uv:
         _run([uv, "pip", "uninstall", "--quiet", "--python", str(python), *exclude])
     else:
@@ -191,7 +186,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--upgrade", action="store_true")
     p.add_argument("-e", dest="editable", action="append", default=[], help="an editable project path")
     p.add_argument("--exclude", action="append", default=[], metavar="NAME",
-                   help="a package to go without (left out of the resolution, uninstalled when there)")
+                   help="a package to go without (uninstalled after the install)")
     p.add_argument("--left-out", action="store_true",
                    help="print LEFT_OUT as --exclude arguments (for scripts/setup-env.sh) and exit")
     p.add_argument("requirements", nargs="*")

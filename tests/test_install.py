@@ -87,28 +87,24 @@ def test_with_pypis_cuda_torch_the_triton_pin_is_left_to_torch(no_local_torch, m
     assert any("triton: the version torch's CUDA build pins" in m for m in said)
 
 
-def test_a_left_out_package_is_excluded_from_the_resolution_and_uninstalled(monkeypatch, tmp_path):
+def test_a_left_out_package_is_uninstalled_after_the_install(monkeypatch):
     monkeypatch.setattr(pyinstall, "find_links", lambda: [])
-    calls, excluded = [], []
-
-    def run(cmd):
-        calls.append(cmd)
-        if "--excludes" in cmd:  # the file exists while uv runs
-            excluded.append(Path(cmd[cmd.index("--excludes") + 1]).read_text().split())
-
-    monkeypatch.setattr(pyinstall, "_run", run)
+    calls = []
+    monkeypatch.setattr(pyinstall, "_run", calls.append)
     monkeypatch.setattr(pyinstall, "uv_binary", lambda: "/bin/uv")
     python = REPO / ".venv" / "bin" / "python"
     pyinstall.install(python, ["jupyter-events"], exclude=["rfc3987-syntax"], echo=lambda m: None)
     install, uninstall = calls
-    assert excluded == [["rfc3987-syntax"]] and install[-1] == "jupyter-events"
+    assert install[-1] == "jupyter-events" and "rfc3987-syntax" not in install
     assert uninstall[:3] == ["/bin/uv", "pip", "uninstall"] and uninstall[-1] == "rfc3987-syntax"
     calls.clear()
-    monkeypatch.setattr(pyinstall, "uv_binary", lambda: None)  # pip: no --excludes, uninstalled after
+    monkeypatch.setattr(pyinstall, "uv_binary", lambda: None)  # pip
     pyinstall.install(python, ["jupyter-events"], exclude=["rfc3987-syntax"], echo=lambda m: None)
     install, uninstall = calls
-    assert "--excludes" not in install and uninstall[1:4] == ["-m", "pip", "uninstall"]
-    assert uninstall[-1] == "rfc3987-syntax" and "-y" in uninstall
+    assert uninstall[1:4] == ["-m", "pip", "uninstall"] and uninstall[-1] == "rfc3987-syntax" and "-y" in uninstall
+    calls.clear()
+    pyinstall.install(python, ["jupyter-events"], echo=lambda m: None)
+    assert len(calls) == 1                                     # nothing left out: no uninstall
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "pyinstall.py"), "--left-out"],
                           capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == [a for name in pyinstall.LEFT_OUT for a in ("--exclude", name)]
