@@ -224,13 +224,15 @@ def _alt_metadata(fig: Any) -> tuple:
     except Exception:  # noqa: BLE001  (a description must never break a figure)
         return {}, {}
     meta = {ALT_KEY: alt}
+    drawn = False
     try:
         meta[TEXT_PX_KEY] = figure_text_px(fig)
+        drawn = True  # (figure_text_px drew it: its tick labels have their text)
     except Exception:  # noqa: BLE001
         pass
     out = {"image/png": meta}
     try:
-        renders = i18n_outputs.figure_renders(fig, alt=figure_alt_text)
+        renders = i18n_outputs.figure_renders(fig, alt=figure_alt_text, drawn=drawn)
     except Exception:  # noqa: BLE001  (the Chinese copy must never break the English figure)
         renders = {}
     if renders:

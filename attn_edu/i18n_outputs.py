@@ -474,10 +474,10 @@ def cjk_font() -> str | None:
     return None
 
 
-def _figure_text_objects(fig) -> list:
+def _figure_text_objects(fig, draw: bool = True) -> list:
     from matplotlib.text import Text  # noqa: PLC0415
 
-    if hasattr(fig, "draw_without_rendering"):  # tick labels get their text when drawn
+    if draw and hasattr(fig, "draw_without_rendering"):  # tick labels get their text when drawn
         fig.draw_without_rendering()
     # hidden ones too: the alt text reads an axis label a shared axis hides
     return [t for t in fig.findobj(Text) if t.get_text().strip()]
@@ -629,13 +629,15 @@ def _quiet_matplotlib():
         log.setLevel(level)
 
 
-def figure_renders(fig, png=None, alt=None) -> dict:
+def figure_renders(fig, png=None, alt=None, drawn: bool = False) -> dict:
     """What an output of ``fig`` carries under :data:`META_KEY` in the English execution
     when :data:`ZH_RENDER_ENV` is set: the figure's English texts (for the catalogs) and its
     Chinese PNG with its Chinese alt text. ``png(fig)``: how the PNG is drawn (default: the
     inline backend's formatter); ``alt(fig)``: the figure's alt text (``attn_edu.alt_text``,
     which passes it: it imports this module). The figure is drawn once to find its texts and
-    once for the PNG (its smallest text size is the English one's: the same figure).
+    once for the PNG (its smallest text size is the English one's: the same figure);
+    ``drawn``: the caller has just drawn it, unchanged since (``attn_edu.alt_text``'s text
+    size), so its tick labels have their text and it is not drawn again to find them.
     Empty when the variable is not set or the language is not English (a Chinese kernel
     draws the figure in Chinese itself)."""
     import os  # noqa: PLC0415
@@ -646,7 +648,7 @@ def figure_renders(fig, png=None, alt=None) -> dict:
 
     import warnings  # noqa: PLC0415
 
-    objects = _figure_text_objects(fig)
+    objects = _figure_text_objects(fig, draw=not drawn)
     texts = list(dict.fromkeys(t.get_text() for t in objects))
     meta = {"texts": texts}
     if not catalog("zh"):

@@ -20,6 +20,9 @@ test venvs):
   (the two pins cannot both hold). The script prints which.
 * pip's ``find-links`` (its configuration and ``PIP_FIND_LINKS``) are passed on to uv, which
   does not read pip's configuration.
+* ``--exclude NAME``: a package a dependency pulls in that this environment goes without:
+  uninstalled after the install (its own dependencies stay). scripts/setup-env.sh leaves out
+  :data:`LEFT_OUT`.
 """
 from __future__ import annotations
 
@@ -33,6 +36,15 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+#: What the project's .venv goes without (scripts/setup-env.sh passes them as ``--exclude``).
+#: ``rfc3987-syntax``: jupyter-events asks for ``jsonschema[format-nongpl]``, whose checker of
+#: the ``iri`` formats it is; nothing here checks those formats (our schema has none), and
+#: importing it builds an Earley parser of RFC 3987's grammar, 1.7 CPU-s in every process that
+#: imports jsonschema -- every kernel (plotly.io imports nbformat), every Jupyter server and
+#: script that reads a notebook. Without it jsonschema checks every other format as before.
+#: (The Colab stand-in keeps it: Colab has it.)
+LEFT_OUT = ["rfc3987-syntax"]
 
 
 def find_links() -> List[str]:
@@ -118,9 +130,10 @@ def _requirement_lines(path: Path) -> List[str]:
 
 
 def install(python: Path, requirements: Sequence[str] = (), requirement_files: Sequence[Path] = (),
-            extra: Sequence[str] = (), quiet: bool = True, echo=print) -> None:
+            extra: Sequence[str] = (), quiet: bool = True, echo=print, exclude: Sequence[str] = ()) -> None:
     """Install ``requirements`` (and the lines of ``requirement_files``) into the venv of
-    ``python``; ``extra``: more installer arguments (``--no-deps``, ``-e PATH``...).
+    ``python``; ``extra``: more installer arguments (``--no-deps``, ``-e PATH``...);
+    ``exclude``: package names to go without (uninstalled after the install).
     Raises RuntimeError with the installer's output when it fails."""
     reqs = list(requirements)
     for f in requirement_files:
@@ -149,6 +162,13 @@ def install(python: Path, requirements: Sequence[str] = (), requirement_files: S
         if index is not None:  # torch alone from its index first; the rest then finds it installed
             _run(base + link_args + ["--index-url", index] + torch_reqs)
     _run(base + link_args + list(extra) + reqs)
+    if not exclude:
+        return
+    # uninstalled after the install, by any uv or pip (uv's --excludes is recent: uv>=0.5 here)
+    if uv:
+        _run([uv, "pip", "uninstall", "--quiet", "--python", str(python), *exclude])
+    else:
+        _run([str(python), "-m", "pip", "uninstall", "--disable-pip-version-check", "-y", "-q", *exclude])
 
 
 def _run(cmd: List[str]) -> None:
@@ -160,17 +180,26 @@ def _run(cmd: List[str]) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--python", required=True, type=Path, help="the venv's python")
+    p.add_argument("--python", type=Path, help="the venv's python")
     p.add_argument("-r", dest="files", action="append", default=[], type=Path, help="a requirements file")
     p.add_argument("--no-deps", action="store_true")
     p.add_argument("--upgrade", action="store_true")
     p.add_argument("-e", dest="editable", action="append", default=[], help="an editable project path")
+    p.add_argument("--exclude", action="append", default=[], metavar="NAME",
+                   help="a package to go without (uninstalled after the install)")
+    p.add_argument("--left-out", action="store_true",
+                   help="print LEFT_OUT as --exclude arguments (for scripts/setup-env.sh) and exit")
     p.add_argument("requirements", nargs="*")
     args = p.parse_args(argv)
+    if args.left_out:
+        print(" ".join(f"--exclude {name}" for name in LEFT_OUT))
+        return 0
+    if args.python is None:
+        p.error("--python is required")
     extra = (["--no-deps"] if args.no_deps else []) + (["--upgrade"] if args.upgrade else []) + \
         [a for e in args.editable for a in ("-e", e)]
     try:
-        install(args.python, args.requirements, args.files, extra)
+        install(args.python, args.requirements, args.files, extra, exclude=args.exclude)
     except RuntimeError as err:
         print(err, file=sys.stderr)
         return 1

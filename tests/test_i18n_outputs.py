@@ -5,6 +5,7 @@ the live kernel's translation (setup_notebook(lang="zh"))."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -241,6 +242,26 @@ def test_a_figure_is_drawn_translated_and_left_as_it_was(catalog, monkeypatch):
     assert "注意力权重" in calls[0] and "注意力权重" in meta["zh"]["alt"]
     assert "图例：行和，键" in meta["zh"]["alt"], meta["zh"]["alt"]                  # both legend entries
     assert io.figure_texts(fig) == before
+
+
+
+def test_a_figure_drawn_for_its_text_size_is_not_drawn_again_to_find_its_words(catalog, monkeypatch):
+    """The book's English execution: the alt-text formatter draws a figure for its smallest
+    text size, and its Chinese rendering then finds the same texts, tick labels included,
+    without drawing it again (about 0.3 CPU-s a figure)."""
+    from attn_edu import alt_text
+
+    monkeypatch.setenv(io.ZH_RENDER_ENV, "1")
+    monkeypatch.setattr(io, "_png_of", lambda f: ("PNG", {}))
+    want = io.figure_renders(_figure())                 # drawn here to find its texts
+    assert any(re.fullmatch(r"[\d.−-]+", t) for t in want["texts"]), want["texts"]  # x tick labels
+    fig = _figure()
+    draws, real = [], fig.draw_without_rendering
+    monkeypatch.setattr(fig, "draw_without_rendering", lambda: draws.append(1) or real())
+    _, out = alt_text._alt_metadata(fig)
+    assert draws == [1]                                 # figure_text_px's draw, and no other
+    assert out["image/png"][alt_text.TEXT_PX_KEY] > 0
+    assert out[io.META_KEY]["texts"] == want["texts"] and out[io.META_KEY]["zh"]["image/png"] == "PNG"
 
 
 # --------------------------------------------------------------------------- a live kernel

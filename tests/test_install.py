@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +85,39 @@ def test_with_pypis_cuda_torch_the_triton_pin_is_left_to_torch(no_local_torch, m
     (only,) = calls
     assert not any(r.startswith("triton") for r in only) and "torch==2.13.0" in only
     assert any("triton: the version torch's CUDA build pins" in m for m in said)
+
+
+def test_a_left_out_package_is_uninstalled_after_the_install(monkeypatch):
+    monkeypatch.setattr(pyinstall, "find_links", lambda: [])
+    calls = []
+    monkeypatch.setattr(pyinstall, "_run", calls.append)
+    monkeypatch.setattr(pyinstall, "uv_binary", lambda: "/bin/uv")
+    python = REPO / ".venv" / "bin" / "python"
+    pyinstall.install(python, ["jupyter-events"], exclude=["rfc3987-syntax"], echo=lambda m: None)
+    install, uninstall = calls
+    assert install[-1] == "jupyter-events" and "rfc3987-syntax" not in install
+    assert uninstall[:3] == ["/bin/uv", "pip", "uninstall"] and uninstall[-1] == "rfc3987-syntax"
+    calls.clear()
+    monkeypatch.setattr(pyinstall, "uv_binary", lambda: None)  # pip
+    pyinstall.install(python, ["jupyter-events"], exclude=["rfc3987-syntax"], echo=lambda m: None)
+    install, uninstall = calls
+    assert uninstall[1:4] == ["-m", "pip", "uninstall"] and uninstall[-1] == "rfc3987-syntax" and "-y" in uninstall
+    calls.clear()
+    pyinstall.install(python, ["jupyter-events"], echo=lambda m: None)
+    assert len(calls) == 1                                     # nothing left out: no uninstall
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "pyinstall.py"), "--left-out"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == [a for name in pyinstall.LEFT_OUT for a in ("--exclude", name)]
+    assert "pyinstall.py\" --left-out" in (REPO / "scripts" / "setup-env.sh").read_text()
+
+
+def test_the_projects_venv_imports_jsonschema_without_rfc3987_syntax():
+    """In the .venv scripts/setup-env.sh made, reading a notebook (nbformat -> jsonschema, in
+    every kernel through plotly.io) does not build rfc3987-syntax's parser (1.7 CPU-s each)."""
+    if not (Path(sys.prefix) / ".attn-edu-installed").is_file():
+        pytest.skip("not the .venv scripts/setup-env.sh made")
+    proc = subprocess.run([sys.executable, "-c", "import sys, nbformat, jsonschema; "
+                           "print(sorted(m for m in sys.modules if m.startswith(('rfc3987_syntax', 'lark'))))"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout
