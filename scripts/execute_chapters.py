@@ -85,8 +85,12 @@ def _execute(path: str, timeout: int, allow_errors: bool) -> tuple:
     # the chapter's own catalog first in what its kernel translates (the Chinese drawings:
     # attn_edu.i18n_outputs.CHAPTER_ENV), as scripts/zh.py site does for its other outputs
     os.environ["ATTN_EDU_CHAPTER"] = Path(path).name[:2]
+    # coalesce_streams: a line printed in two pieces (a busy machine's kernel may send its
+    # stdout in two messages) stays one line; myst-nb's own merge ends every piece with a
+    # newline ("online:" and its numbers on two lines in chapter 09, the Chinese page's
+    # lookup then finding neither)
     result = single_nb_execution(nb, cwd=str(Path(path).parent), timeout=timeout,
-                                 allow_errors=allow_errors, meta_override=True)
+                                 allow_errors=allow_errors, meta_override=True, coalesce_streams=True)
     return path, nb, result.time, (result.exc_string if result.err is not None else None)
 
 

@@ -82,3 +82,19 @@ def test_the_key_changes_with_a_compiled_catalog_and_not_with_a_source(tmp_path)
     assert execute_chapters.sources_hash(root) == first
     (root / "attn_edu" / "__init__.py").write_text("x = 2\n")
     assert execute_chapters.sources_hash(root) != first
+
+
+def test_a_line_printed_in_two_messages_stays_one_line(tmp_path):
+    """The kernel sends stdout in as many messages as it flushes; the execution joins a
+    cell's pieces as they were printed (myst-nb's merge would end each with a newline)."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        'import sys, time\nprint("online:", end=" ", flush=True)\ntime.sleep(0.5)\nprint("[1. 2.]  direct: [1. 2.]")')]
+    path = tmp_path / "split.ipynb"
+    nbformat.write(nb, path)
+    _, executed, _, error = execute_chapters._execute(str(path), 60, False)
+    assert error is None, error
+    streams = [o for o in executed.cells[0].outputs if o["output_type"] == "stream"]
+    assert [o["text"] for o in streams] == ["online: [1. 2.]  direct: [1. 2.]\n"], streams
