@@ -71,6 +71,26 @@ def die_on(rank, world_size, bad):
     return _all_reduce_one(rank)
 
 
+def peers_alive_after(rank, world_size, pause):
+    """Every rank's process id (one all-gather, so every rank has joined), then the last rank
+    waits ``pause`` seconds before it returns whether each rank's process still runs; the
+    others return at once (None). A rank that finished first must still be there."""
+    pids = [None] * world_size
+    dist.all_gather_object(pids, os.getpid())
+    if rank != world_size - 1:
+        return None
+    time.sleep(pause)
+    return [_running(pid) for pid in pids]
+
+
+def _running(pid):
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return "zombie" not in fh.read().lower()
+    except OSError:  # gone
+        return False
+
+
 def unpicklable_result(rank, world_size):
     return lambda: rank
 

@@ -291,18 +291,33 @@ def _page_file(name: str) -> str:
     return f"{name}.html"
 
 
-def _settled_box(page, element, tries: int = 20) -> dict:
-    """The element's box once it stops moving: sections that come into view are laid out
-    then (``content-visibility: auto`` in book.css), which can move what is below them."""
-    box = element.bounding_box()
-    for _ in range(tries):
-        page.evaluate(_TWO_FRAMES_JS)
-        page.wait_for_timeout(100)
-        again = element.bounding_box()
-        if again == box:
-            break
-        box = again
-    return box
+#: resolves once ``element``'s box has been the same for three animation frames in a row
+#: while the element is rendered (not inside a ``content-visibility: auto`` block that the
+#: browser still skips: book.css lays out each block of a section when it comes near, which
+#: can move what is below it) and, for a plotly figure ``fig`` without a width of its own,
+#: plotly has drawn it at the width of its box (a figure drawn at another width, its box
+#: resized since, puts the rail where the figure is not). Frames, not milliseconds: a
+#: loaded machine draws fewer of them in a given time, and each frame is one chance for the
+#: page to lay itself out. Resolves with "" once settled, else with what had not settled
+#: after ``ms`` (the caller says so).
+_SETTLED_JS = """([e, fig, ms]) => new Promise(resolve => {
+  const end = performance.now() + ms;
+  let last = null, same = 0, why = '';
+  (function frame() {
+    const r = e.getBoundingClientRect(), key = [r.x, r.y, r.width, r.height].join();
+    const rendered = !e.checkVisibility || e.checkVisibility({contentVisibilityAuto: true});
+    const sized = !fig || !fig._fullLayout || (fig.layout && fig.layout.width)  // a width of its own
+      || Math.abs(fig._fullLayout.width - fig.clientWidth) <= 1;
+    why = !rendered ? 'the element is in a block not laid out yet'
+        : !sized ? `the figure is drawn ${fig._fullLayout.width} px wide in a ${fig.clientWidth} px box`
+        : key !== last ? 'the element still moves' : '';
+    same = why ? 0 : same + 1;
+    last = key;
+    if (same >= 3) return resolve('');
+    if (performance.now() > end) return resolve(why);
+    requestAnimationFrame(frame);
+  })();
+})"""
 
 
 #: whether the point (x, y) of the viewport is on ``element``: what a click there would hit
@@ -315,28 +330,32 @@ _WHAT_IS_AT_JS = ("([x, y]) => { const t = document.elementFromPoint(x, y); if (
                   " + (t.id ? '#' + t.id : '') + (c ? '.' + c.split(/\\s+/).join('.') : ''); }")
 
 
-def _click_end_of(page, element, seconds: float = 15.0) -> str:
+def _click_end_of(page, element, seconds: float = 15.0, figure=None) -> str:
     """Click 2 px inside the right end of ``element``, once the point is on it.
 
-    On a loaded machine a section above can still be laid out after the box looked still
-    (``content-visibility: auto``, a figure arriving), and a click then lands beside the rail:
-    the check would blame the slider for the harness. So the element is brought to the middle
-    of the screen again and given time, up to ``seconds``. Returns "" when the click was on
-    the element, else what was at the point instead, and where (it never settled there)."""
+    The element is scrolled to the middle of the screen, and the click waits until the page
+    has settled there (:data:`_SETTLED_JS`: the element rendered and still for three frames,
+    ``figure`` drawn at its box's width) and the point is on the element. On a loaded
+    machine a block above can still be laid out after that (``content-visibility: auto``),
+    and the element is then brought to the middle again, up to ``seconds``. Returns "" when
+    the click was on the element, else what was at the point instead, and where (it never
+    settled there), and what had not settled if anything."""
     seen = ""
     deadline = time.monotonic() + seconds
     while True:
-        element.scroll_into_view_if_needed()
-        box = _settled_box(page, element)
+        element.evaluate("e => e.scrollIntoView({block: 'center', inline: 'center'})")
+        left_ms = max(500, int((deadline - time.monotonic()) * 1000))
+        unsettled = page.evaluate(_SETTLED_JS, [element, figure, left_ms])
+        box = element.bounding_box()
         x, y = box["x"] + box["width"] - 2, box["y"] + box["height"] / 2
-        if page.evaluate(_HITS_JS, [element, x, y]):
+        if not unsettled and page.evaluate(_HITS_JS, [element, x, y]):
             page.mouse.click(x, y)
             return ""
         seen = f"{page.evaluate(_WHAT_IS_AT_JS, [x, y])} at ({x:.0f}, {y:.0f})"
+        if unsettled:
+            seen += f" ({unsettled})"
         if time.monotonic() > deadline:
             return seen
-        element.evaluate("e => e.scrollIntoView({block: 'center', inline: 'center'})")
-        page.wait_for_timeout(250)
 
 
 def _figures_checked_on_english_page(name: str) -> bool:
@@ -459,10 +478,10 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
             if rail is None:
                 continue
             n_steps = page.evaluate("d => d.layout.sliders[0].steps.length", div)
-            covered_by = _click_end_of(page, rail)
+            covered_by = _click_end_of(page, rail, figure=div)
             if covered_by:
-                problems.append(f"plotly figure {i}: its slider's rail is covered where a reader "
-                                f"clicks, by {covered_by}")
+                problems.append(f"plotly figure {i}: its slider's rail cannot be clicked where a "
+                                f"reader clicks it (at its right end: {covered_by})")
                 continue
             _until(page, "([d, n]) => d.layout.sliders[0].active === n - 1", [div, n_steps], 15_000)
             active = page.evaluate("d => d.layout.sliders[0].active", div)
@@ -561,6 +580,16 @@ def test_the_slider_click_says_what_covers_the_rail(browser) -> None:
         page.evaluate("() => document.querySelector('#cover').remove()")
         assert _click_end_of(page, rail, seconds=0.5) == ""
         assert page.evaluate("() => document.querySelector('#rail').dataset.hit === '1'")
+        # a figure that plotly drew at another width than its box's: no click, and why
+        page.evaluate("() => { const d = document.createElement('div'); d.id = 'fig'; d.style.width = '300px';"
+                      " d._fullLayout = {width: 500}; d.layout = {}; document.body.appendChild(d);"
+                      " document.querySelector('#rail').dataset.hit = ''; }")
+        figure = page.query_selector("#fig")
+        said = _click_end_of(page, rail, seconds=0.5, figure=figure)
+        assert said.endswith("(the figure is drawn 500 px wide in a 300 px box)"), said
+        assert page.evaluate("() => !document.querySelector('#rail').dataset.hit")
+        page.evaluate("() => { document.querySelector('#fig').layout = {width: 500}; }")  # a width of its own
+        assert _click_end_of(page, rail, seconds=0.5, figure=figure) == ""
     finally:
         page.close()
 

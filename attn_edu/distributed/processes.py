@@ -201,8 +201,17 @@ def _worker(rank: int, world_size: int, port: int, backend: str, timeout: float,
             conn.close()
             dump.close()
             os._exit(1)
+    # No rank closes its connections before every rank has reported: a rank whose fn makes
+    # no collective call (or whose last one finished first here) would otherwise close its
+    # sockets while a slower rank is still joining the group, whose connectFullMesh then
+    # fails with gloo's "Connection closed by peer" (seen on a loaded machine). The result
+    # is already with the parent, so a failure from here on (a peer that failed, or that the
+    # parent ended once every result was in) is not this rank's to report.
     try:
+        dist.barrier()
         dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - see above
+        pass
     finally:
         conn.close()
         dump.close()

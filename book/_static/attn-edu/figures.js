@@ -886,6 +886,7 @@
         };
         if (div.on) { div.on("plotly_animated", remember); div.on("plotly_relayout", remember); }
         drawn.push(entry);
+        if (boxes) boxes.observe(div);
         return entry;
       });
     }).then(function (entry) {
@@ -904,22 +905,30 @@
     return script._attnDrawn;
   }
 
-  /** a new width: a figure whose layout kind or width changed is laid out again */
+  /** a new width: a figure whose layout kind or width changed is laid out again. A figure's
+   * box can change width without a window resize (the page laid out again after it was
+   * drawn, seen on a loaded machine: a figure drawn 840 px wide stayed so in a 688 px box,
+   * its slider's end outside the box, where a click does not reach it), and plotly's own
+   * "responsive" follows window resizes only: so each drawn figure's box is watched too. */
   var resizeTimer = null;
   function onResize() {
     clearTimeout(resizeTimer);
     resizeTimer = setTimeout(function () {
       drawn.forEach(function (entry) {
-        var W = Math.round(entry.div.clientWidth);
+        var div = entry.div, W = Math.round(div.clientWidth);
         var mode = W < NARROW_PX && W >= 120 ? "narrow" : "wide";
         if (mode !== entry.mode || (mode === "narrow" && Math.abs(W - entry.width) > 8)) {
           var p = render(entry, false);
           pending.push(p);
+        } else if (mode === "wide" && W >= 120 && div._fullLayout && !(div.layout || {}).width &&
+                   Math.abs(div._fullLayout.width - W) > 1) {
+          pending.push(window.Plotly.Plots.resize(div).catch(function () {}));
         }
       });
     }, 200);
   }
   window.addEventListener("resize", onResize);
+  var boxes = "ResizeObserver" in window ? new ResizeObserver(onResize) : null;
 
   /* ---------------------------------------------------------------- "Back to top" */
   var backTop = null, ticking = false;
