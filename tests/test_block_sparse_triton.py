@@ -420,8 +420,7 @@ from attn_edu.kernels import block_sparse_triton as bst
 
 fn = bst._block_sparse_fwd_kernel
 assert type(fn).__name__ == "JITFunction", type(fn)
-for cc, dt, d, bq, bk, even in [(90, "bf16", 64, 128, 64, True), (80, "fp16", 59, 64, 32, False),
-                                (75, "fp16", 64, 128, 64, True)]:
+for cc, dt, d, bq, bk, even in [(80, "fp16", 59, 64, 32, False)]:  # the report compiles EVEN=True
     sig = {name: "i32" for name in fn.arg_names}
     sig.update({p: "*" + dt for p in ("Q", "K", "V", "O")}, M="*u8", LSE="*fp32", qk_scale="fp32")
     sig.update({p: "*i32" for p in ("FULL_NUM", "FULL_IDX", "PART_NUM", "PART_IDX")})
@@ -431,10 +430,8 @@ for cc, dt, d, bq, bk, even in [(90, "bf16", 64, 128, 64, True), (80, "fp16", 59
     sig.update({c: "constexpr" for c in consts})
     k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts),
                        target=GPUTarget("cuda", cc, 32), options={"num_warps": 4, "num_stages": 3})
-    ptx = k.asm["ptx"]
-    if cc >= 80:  # (for sm_75, a T4, this triton emits FMA code; it must still compile)
-        assert ("wgmma" in ptx) if cc == 90 else ("mma.sync" in ptx), "no tensor-core instruction"
-    assert k.metadata.shared <= (232448 if cc == 90 else 166912 if cc == 80 else 65536)
+    assert "mma.sync" in k.asm["ptx"], "no tensor-core instruction"
+    assert k.metadata.shared <= 166912  # an A100's shared memory per block
     print("compiled", cc, dt, d, bq, bk)
 """
 
@@ -442,10 +439,12 @@ for cc, dt, d, bq, bk, even in [(90, "bf16", 64, 128, 64, True), (80, "fp16", 59
 @pytest.mark.slow
 @pytest.mark.skipif(CUDA, reason="with a GPU the tests above compile it")
 def test_kernel_compiles_for_gpus_without_a_gpu(tmp_path):
-    """Triton compiles the (non-interpreted) kernel to PTX for sm_90, sm_80 and sm_75 (a
-    Colab T4, float16, the benchmark's default tiles) here, on a machine with no GPU:
-    catches what the lenient interpreter lets through, and that the tiles fit in shared
-    memory."""
+    """Triton compiles the (non-interpreted) kernel's bounds-checked path (``EVEN=False``: a
+    head dimension of 59, keys not a multiple of the tile) to PTX for sm_80 here, on a
+    machine with no GPU: catches what the lenient interpreter lets through. The launcher's
+    own configurations (the even path) for sm_75, sm_80 and sm_90a, their shared memory,
+    spills and matrix instructions are the compile report's rows
+    (tests/test_kernel_report.py), compiled again whenever the kernels change."""
     import subprocess
     import sys
 
@@ -459,4 +458,4 @@ def test_kernel_compiles_for_gpus_without_a_gpu(tmp_path):
                          or "cannot import name" in r.stderr):
         pytest.skip(f"this triton has no ahead-of-time compile API: {r.stderr[-200:]}")
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.count("compiled") == 3
+    assert r.stdout.count("compiled") == 1, r.stdout

@@ -190,9 +190,13 @@ def usage(kernel, capability, arch):
     assert u["registers"] > 0, ("ptxas did not report registers", arch)
     return u["registers"], u["spill_bytes"]
 
-for arch, dtype in [("sm_75", "float16"), ("sm_80", "bfloat16"), ("sm_80", "float16"), ("sm_90a", "bfloat16")]:
+# the launcher's configurations for sm_75 float16 and sm_80 / sm_90a bfloat16 at d = 64 and 128
+# are the compile report's rows (tests/test_kernel_report.py); here what it does not compile:
+# float16 on sm_80, a group of 8 query heads per KV head, the kernel's other branches, and
+# the cp.async pipeline in the PTX (on Hopper too)
+for arch, dtype, ds in [("sm_80", "float16", (64, 128)), ("sm_90a", "bfloat16", (128,))]:
     target = _targets.TARGETS[arch]
-    for d in (64, 128):
+    for d in ds:
         for spec in dt.compile_specs(arch, dtype, d, group=8):
             src = ASTSource(fn=spec["fn"], signature=spec["signature"], constexprs=spec["constexprs"],
                             attrs=spec["attrs"])
@@ -217,9 +221,10 @@ for arch, dtype in [("sm_75", "float16"), ("sm_80", "bfloat16"), ("sm_80", "floa
 @pytest.mark.slow
 @pytest.mark.skipif(CUDA, reason="on a GPU the kernel runs for real above")
 def test_kernel_compiles_ahead_of_time_for_t4_a100_h100(tmp_path):
-    """Triton's own compiler builds the launched configuration and the reduction for
-    sm_75, sm_80 and sm_90a here, on a CPU: the tiles fit each target's shared memory,
-    nothing spills, and sm_80+ use tensor cores and a cp.async pipeline."""
+    """Triton's own compiler builds the launched configuration and the reduction here, on a
+    CPU, for what the compile report leaves out (float16 on sm_80, a group of 8, the other
+    branches): the tiles fit the target's shared memory, nothing spills, and the split kernel
+    uses tensor cores and a cp.async pipeline on sm_80 and sm_90a."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path)
     env["TRITON_DEFAULT_FP_FUSION"] = "1"
@@ -228,7 +233,7 @@ def test_kernel_compiles_ahead_of_time_for_t4_a100_h100(tmp_path):
     if r.returncode and "No module named 'triton.backends" in r.stderr:
         pytest.skip(f"this triton has no ahead-of-time compile API: {r.stderr[-200:]}")
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.count("compiled") == 16, r.stdout
+    assert r.stdout.count("compiled") == 6, r.stdout
     print(r.stdout)
 
 
