@@ -26,7 +26,8 @@ link so that the link is a small part of the paragraph's text.</p>
 </main></body></html>"""
 
 
-def _found(browser, html: str, rule: str = "color-contrast", phone: bool = False) -> list[str]:
+def _found(browser, html: str, rule: str = "color-contrast", phone: bool = False, kinds=None,
+           marked: list | None = None) -> list[str]:
     from test_book_browser import AXE_JS, _axe
 
     if not AXE_JS.is_file():
@@ -35,7 +36,10 @@ def _found(browser, html: str, rule: str = "color-contrast", phone: bool = False
     try:
         page = context.new_page()
         page.set_content(html)
-        return [v for v in _axe(page, phone=phone) if f" {rule}:" in v]
+        found = [v for v in _axe(page, phone=phone, kinds=kinds) if f" {rule}:" in v]
+        if marked is not None:  # how many elements the colour rules judged
+            marked.append(page.evaluate("() => document.querySelectorAll('[data-attn-edu-sample]').length"))
+        return found
     finally:
         context.close()
 
@@ -56,3 +60,24 @@ def test_one_pale_element_among_many_alike_is_found(browser):
     assert len(found) == 1 and "(2x" in found[0], found
     links = _found(browser, html, rule="link-in-text-block")
     assert len(links) == 1 and "(1x" in links[0], links
+
+
+READABLE = """<!doctype html><html lang="en"><head><title>contrast</title></head><body><main>
+<p style="color:#222">prose</p><div class="highlight"><pre style="color:#333">code</pre></div>
+{extra}</main></body></html>"""
+
+
+def test_a_kind_judged_on_an_earlier_page_of_the_run_is_not_judged_again(browser, tmp_path):
+    from test_book_browser import ColourKinds
+
+    kinds, marked = ColourKinds(tmp_path / "kinds.jsonl"), []
+    first = READABLE.replace("{extra}", "")
+    assert _found(browser, first, kinds=kinds, marked=marked) == []
+    assert marked[-1] == 2 and len(kinds.judged()) == 2          # both kinds judged, and passed
+    assert _found(browser, first, kinds=kinds, marked=marked) == [] and marked[-1] == 0
+    # a pale element is a kind of its own: judged (alone) on the page that has it, and found
+    pale = READABLE.replace("{extra}", '<p style="color:#ccc">too pale</p>')
+    found = _found(browser, pale, kinds=kinds, marked=marked)
+    assert marked[-1] == 1 and len(found) == 1 and "(1x" in found[0], found
+    # ... and not recorded as judged: the next page that has it reports it again
+    assert len(kinds.judged()) == 2 and len(_found(browser, pale, kinds=kinds)) == 1

@@ -17,7 +17,7 @@ For every page of the book (every file in ``_toc.yml`` plus ``search.html`` and
   explorer's static stand-in links to the chapter in Colab;
 * every ``<img>`` has a non-empty ``alt``;
 * axe-core (WCAG 2 A/AA rules) finds no violation of impact serious or critical (the colour
-  rules judge one element of each kind: :func:`_axe`);
+  rules judge one element of each kind, once in the run: :func:`_axe`);
 * dropdown solutions are hidden behind a working toggle button;
 * chapter pages carry the Colab launch link for their notebook and the repository link.
 
@@ -132,6 +132,13 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="session")
+def colour_kinds(tmp_path_factory) -> ColourKinds:
+    """This run's :class:`ColourKinds`, in the folder its pytest-xdist workers share."""
+    root = tmp_path_factory.getbasetemp()
+    return ColourKinds((root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "colour-kinds.jsonl")
+
+
+@pytest.fixture(scope="session")
 def server(built_book: Path):
     handler = functools.partial(_QuietHandler, directory=str(built_book))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -216,9 +223,12 @@ COLOUR_RULES = ["color-contrast", "link-in-text-block"]
 #: axe's time (on chapter 02, 11,000 of its 20,000 elements are glyphs of formulas and 2,000
 #: tokens of code; the API page has 27,000 spans of signatures), so the first element of each
 #: kind is marked (``data-attn-edu-sample``) and the rules judge those: 134 kinds of text and
-#: 16 of links on chapter 02. tests/test_axe_check.py plants a pale element among many alike.
+#: 16 of links on chapter 02. The pages share one stylesheet, so a kind already judged on
+#: another page of the run (``judged``: :class:`ColourKinds`) is not marked again; returns the
+#: kinds marked. tests/test_axe_check.py plants a pale element among many alike.
 _COLOUR_SAMPLE_JS = r"""
-() => {
+(judged) => {
+  const seen = new Set(judged || []);
   const memo = new Map();
   const behind = e => {  // [the backgrounds under e, from the page down; the opacity above it]
     if (!e) return ['', 1];
@@ -241,25 +251,61 @@ _COLOUR_SAMPLE_JS = r"""
     const s = getComputedStyle(e), [bg, opacity] = behind(e);
     const key = [s.color, s.fontSize, s.fontWeight, s.textShadow, s.webkitTextStrokeWidth,
                  s.textDecorationLine, bg, opacity, shown(e), !!e.closest('a[href]')].join('|');
-    if (own && !text.has(key)) text.set(key, e);
+    const t = 'text|' + key;
+    if (own && !text.has(t) && !seen.has(t)) text.set(t, e);
     const p = link && e.parentElement && getComputedStyle(e.parentElement);
-    if (link && !links.has(key + (p ? p.color + p.display : ''))) links.set(key + (p ? p.color + p.display : ''), e);
+    const l = 'link|' + key + (p ? p.color + p.display : '');
+    if (link && !links.has(l) && !seen.has(l)) links.set(l, e);
   }
   for (const e of [...text.values(), ...links.values()]) e.setAttribute('data-attn-edu-sample', '');
-  return [text.size, links.size];
+  return [...text.keys(), ...links.keys()];
 }
 """
 
 
-def _axe(page, phone: bool = False) -> list[str]:
+class ColourKinds:
+    """The kinds of text and link (:data:`_COLOUR_SAMPLE_JS`'s keys) whose colours the colour
+    rules judged and passed in this run, in a file the run's pytest-xdist workers share
+    (locked): a kind is judged on the first page that has it. The English and Chinese pages of
+    a chapter have the same kinds, and most chapters' kinds are all on earlier pages: on those
+    the colour rules (axe's colour grid of every element, ~2 s a chapter) do not run. A kind
+    that fails is not recorded, so every page that has it reports it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def judged(self) -> list:
+        import fcntl
+        import json
+
+        if not self.path.exists():
+            return []
+        with open(self.path, encoding="utf-8") as f:
+            fcntl.flock(f, fcntl.LOCK_SH)
+            return [json.loads(line) for line in f if line.strip()]
+
+    def add(self, kinds) -> None:
+        import fcntl
+        import json
+
+        with open(self.path, "a", encoding="utf-8") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            f.writelines(json.dumps(k) + "\n" for k in kinds)
+
+
+def _axe(page, phone: bool = False, kinds: "ColourKinds | None" = None) -> list[str]:
     """axe-core on the loaded page: every WCAG 2 A/AA rule, reported when serious or critical.
-    The colour rules judge one element of each kind (:data:`_COLOUR_SAMPLE_JS`), at desktop
-    width only: colours do not depend on the width, and the phone pass checks the rest."""
+    The colour rules judge one element of each kind (:data:`_COLOUR_SAMPLE_JS`) not judged
+    yet on another page of the run (``kinds``), at desktop width only: colours do not depend
+    on the width, and the phone pass checks the rest."""
     page.add_script_tag(path=str(AXE_JS))
     if phone:
         return page.evaluate(_AXE_JS, [[], COLOUR_RULES, False])
-    page.evaluate(_COLOUR_SAMPLE_JS)
-    return page.evaluate(_AXE_JS, [[], [], True])
+    new = page.evaluate(_COLOUR_SAMPLE_JS, kinds.judged() if kinds else [])
+    found = page.evaluate(_AXE_JS, [[], [] if new else COLOUR_RULES, bool(new)])
+    if kinds and new and not any(f" {rule}:" in v for v in found for rule in COLOUR_RULES):
+        kinds.add(new)
+    return found
 
 
 _TRACE_TYPES_JS = """
@@ -368,7 +414,7 @@ def _figures_checked_on_english_page(name: str) -> bool:
 
 
 @pytest.mark.parametrize("name", PAGES)
-def test_page_renders_offline(name: str, server: str, browser, built_book: Path) -> None:
+def test_page_renders_offline(name: str, server: str, browser, built_book: Path, colour_kinds) -> None:
     path = built_book / _page_file(name)
     assert path.is_file(), f"{path} was not built"
     assert AXE_JS.is_file(), f"{AXE_JS} is missing: run bash scripts/test.sh (it installs axe-core)"
@@ -517,7 +563,7 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path)
             problems.append(f"a live explorer's note without the chapter's Colab link: {notes}")
 
         # ---- axe-core: no serious or critical WCAG 2 A/AA violation
-        problems += [f"axe: {v}" for v in _axe(page)]
+        problems += [f"axe: {v}" for v in _axe(page, kinds=colour_kinds)]
 
         # ---- dropdown solutions behind a toggle
         n_dropdown = page.evaluate("() => document.querySelectorAll('.admonition.dropdown').length")
