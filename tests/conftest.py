@@ -293,8 +293,7 @@ def gpu_dry_run(tmp_path_factory):
     with open(shared / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not said.is_file():
-            env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-            env.update(PYTHONPATH=str(venvs.REPO), PYTHON=sys.executable)
+            env = venvs.compiled_env(PYTHON=sys.executable)
             start = time.perf_counter()
             res = subprocess.run(["bash", "scripts/gpu-bench.sh", "--dry-run", str(out)], cwd=venvs.REPO,
                                  env=env, capture_output=True, text=True, timeout=900)

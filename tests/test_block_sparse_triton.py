@@ -4,8 +4,6 @@ Without a CUDA GPU the kernel runs in Triton's interpreter on the CPU (conftest.
 TRITON_INTERPRET=1 before anything imports triton); with a GPU the same tests run compiled.
 """
 import importlib
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +17,7 @@ from attn_edu.bench import block_sparse as bench_bs  # noqa: E402
 from attn_edu.kernels import block_sparse_triton as bst  # noqa: E402
 from attn_edu.testing import assert_close_to_reference, reference_pair  # noqa: E402
 from conftest import CUDA, DEVICE, OnCuda, kernel_precision, lse_pair, torch_qkv  # noqa: E402
+from venvs import compiled_env  # noqa: E402
 
 if not CUDA and not bst.INTERPRETED:  # imported earlier without it
     bst = importlib.reload(bst)
@@ -448,11 +447,8 @@ def test_kernel_compiles_for_gpus_without_a_gpu(tmp_path):
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                         env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, "-c", AOT_SCRIPT], env=env, capture_output=True,
+    r = subprocess.run([sys.executable, "-c", AOT_SCRIPT], env=compiled_env(TRITON_CACHE_DIR=str(tmp_path)),
+                       capture_output=True,
                        text=True, timeout=300)
     if r.returncode and ("No module named 'triton.backends" in r.stderr
                          or "cannot import name" in r.stderr):

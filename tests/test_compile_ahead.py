@@ -13,13 +13,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("triton")
 
 from attn_edu.kernels import _compile_ahead  # noqa: E402
+from venvs import compiled_env  # noqa: E402
 
 SCRIPT = r"""
 import json, sys, torch
@@ -81,10 +81,8 @@ print(json.dumps({"steps": steps, "tma_block_shapes": shapes, "ladder_keys": lad
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(TRITON_CACHE_DIR=str(tmp_path_factory.mktemp("triton-cache")), ATTN_EDU_COMPILE_WORKERS="2",
-               TRITON_DEFAULT_FP_FUSION="1",
-               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")]))
+    env = compiled_env(TRITON_CACHE_DIR=str(tmp_path_factory.mktemp("triton-cache")), ATTN_EDU_COMPILE_WORKERS="2",
+                       TRITON_DEFAULT_FP_FUSION="1")
     r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])

@@ -24,19 +24,14 @@ from attn_edu.kernels.flash_triton import launch as fl  # noqa: E402
 from attn_edu.kernels import _targets  # noqa: E402
 from attn_edu.kernels._targets import cuda_dtype_problem  # noqa: E402
 from conftest import OnCuda  # noqa: E402
+from venvs import compiled_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _compiled_env():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(PYTHONPATH=str(ROOT), TRITON_DEFAULT_FP_FUSION="1")
-    return env
-
-
 def _run(args, timeout=300):
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT,
-                          env=_compiled_env(), timeout=timeout)
+                          env=compiled_env(TRITON_DEFAULT_FP_FUSION="1"), timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +150,7 @@ print(json.dumps({"config": cfg, "ex2": len(ex2_in), "fed": sum(x in fma_out for
 def test_forward_softmax_is_one_fma_per_score_then_exp2():
     # p = exp2(fma(qk, qk_scale, -m)): every score's exponent comes straight from a fused
     # multiply-add (tl.fma), also with LLVM's own contraction off (Triton 3.10's default)
-    env = dict(_compiled_env(), TRITON_DEFAULT_FP_FUSION="0")
+    env = compiled_env(TRITON_DEFAULT_FP_FUSION="0")
     res = subprocess.run([sys.executable, "-c", _FMA_SCRIPT], capture_output=True, text=True,
                          cwd=ROOT, env=env, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]

@@ -26,6 +26,7 @@ from attn_edu.kernels import _targets  # noqa: E402
 from attn_edu.kernels import decode_triton as dt  # noqa: E402
 from attn_edu.testing import assert_close_to_reference, reference_pair  # noqa: E402
 from conftest import DEVICE, OnCuda, kernel_precision, raises_with, torch_qkv  # noqa: E402
+from venvs import compiled_env  # noqa: E402
 
 DEVICE = "cuda" if CUDA else "cpu"
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,9 +170,7 @@ def test_cpu_without_interpreter_or_too_late_gets_a_clear_error():
         "    else:\n"
         "        raise AssertionError('no error')\n"
         "print('ok')\n")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT)
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=compiled_env(), cwd=ROOT,
                          timeout=300)
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]
 
@@ -225,10 +224,7 @@ def test_kernel_compiles_ahead_of_time_for_t4_a100_h100(tmp_path):
     CPU, for what the compile report leaves out (float16 on sm_80, a group of 8, the other
     branches): the tiles fit the target's shared memory, nothing spills, and the split kernel
     uses tensor cores and a cp.async pipeline on sm_80 and sm_90a."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path)
-    env["TRITON_DEFAULT_FP_FUSION"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env = compiled_env(TRITON_CACHE_DIR=str(tmp_path), TRITON_DEFAULT_FP_FUSION="1")
     r = subprocess.run([sys.executable, "-c", AOT_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
     if r.returncode and "No module named 'triton.backends" in r.stderr:
         pytest.skip(f"this triton has no ahead-of-time compile API: {r.stderr[-200:]}")

@@ -28,6 +28,7 @@ from attn_edu.kernels.flash_triton import kernels as fk, launch as fl  # noqa: E
 from attn_edu.kernels._shared import launch_grid  # noqa: E402
 from attn_edu.testing import assert_close_to_reference, assert_same_up_to_rounding, reference_pair  # noqa: E402
 from conftest import CUDA, DEVICE, OnCuda, kernel_precision, lse_pair, raises_with, torch_qkv  # noqa: E402
+from venvs import compiled_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -385,10 +386,8 @@ def test_cpu_without_interpreter_or_too_late_gets_a_clear_error():
                 raise AssertionError("no error")
         print("ok")
     """)
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=env, cwd=ROOT, timeout=300)
+                         env=compiled_env(), cwd=ROOT, timeout=300)
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]
 
 

@@ -168,6 +168,17 @@ def environ(changes: Mapping[str, Optional[str]]) -> Iterator[Mapping[str, Optio
         put(saved)
 
 
+def compiled_env(**extra: str) -> Dict[str, str]:
+    """The environment of a child process that compiles Triton kernels for a GPU (this
+    test process has ``TRITON_INTERPRET=1``, so its kernels are interpreted ones and cannot
+    be compiled): ``os.environ`` without ``TRITON_INTERPRET``, this checkout first on
+    ``PYTHONPATH``, then ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    env.update(extra)
+    return env
+
+
 def write_kernelspec(jupyter_path: Path, python: Path, name: str = "python3",
                      env: Optional[Dict[str, str]] = None, display_name: str = "Python 3 (attn_edu)") -> Path:
     """Register ``python`` as kernel ``name`` in ``jupyter_path`` (an entry of JUPYTER_PATH)."""
