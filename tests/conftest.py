@@ -246,6 +246,13 @@ def browser():
             b.close()
 
 
+def run_shared_dir(tmp_path_factory) -> Path:
+    """The folder of this test run's base temp that all its pytest-xdist workers share (each
+    worker's own base temp is a folder inside it); without xdist, the base temp itself."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 def offline_context(browser, problems: list, **kwargs):
     """A browser context in which every request that leaves 127.0.0.1 is aborted and
     reported in ``problems`` (the static book's test and the live-explorer test)."""
@@ -286,8 +293,7 @@ def gpu_dry_run(tmp_path_factory):
     the first and read its result. ``result``: the command's returncode, stdout, stderr."""
     for module in ("torch", "plotly", "nbclient", "jsonschema"):  # the PyTorch and Triton sweeps,
         pytest.importorskip(module)                               # the chapters' figures, the schema
-    base = tmp_path_factory.getbasetemp()
-    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "gpu_bench_dry_run"
+    shared = run_shared_dir(tmp_path_factory) / "gpu_bench_dry_run"
     shared.mkdir(exist_ok=True)
     out, said = shared / "out", shared / "result.json"
     with open(shared / "lock", "w") as lock:

@@ -55,8 +55,10 @@ Environment variables:
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import http.server
+import json
 import os
 import re
 import threading
@@ -65,7 +67,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import offline_context  # the session's Chromium is conftest's `browser` fixture
+from conftest import offline_context, run_shared_dir  # the session's Chromium is conftest's `browser` fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.pages]
 yaml = pytest.importorskip("yaml")  # the book's build tools; collection needs NumPy only
@@ -134,8 +136,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="session")
 def colour_kinds(tmp_path_factory) -> ColourKinds:
     """This run's :class:`ColourKinds`, in the folder its pytest-xdist workers share."""
-    root = tmp_path_factory.getbasetemp()
-    return ColourKinds((root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "colour-kinds.jsonl")
+    return ColourKinds(run_shared_dir(tmp_path_factory) / "colour-kinds.jsonl")
 
 
 @pytest.fixture(scope="session")
@@ -275,9 +276,6 @@ class ColourKinds:
         self.path = path
 
     def judged(self) -> list:
-        import fcntl
-        import json
-
         if not self.path.exists():
             return []
         with open(self.path, encoding="utf-8") as f:
@@ -285,9 +283,6 @@ class ColourKinds:
             return [json.loads(line) for line in f if line.strip()]
 
     def add(self, kinds) -> None:
-        import fcntl
-        import json
-
         with open(self.path, "a", encoding="utf-8") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             f.writelines(json.dumps(k) + "\n" for k in kinds)
