@@ -68,10 +68,12 @@ with ca.gpu_target_stand_in((9, 0)), ca.launches_compile_only(*tuners, *ladder_t
                       "compiled": {n: c - before.get(n, 0) for n, c in compiled.items() if c != before.get(n, 0)}})
         submitted.clear()
     out, lse = torch.zeros_like(q), torch.zeros(1, 2, 256)
-    before = dict(compiled)
-    launch.backward(torch.randn_like(q), q, k, v, out, lse, None, 0.125)
-    steps.append({"step": "backward", "submitted": submitted[-1] if submitted else None,
-                  "compiled": {n: c - before.get(n, 0) for n, c in compiled.items() if c != before.get(n, 0)}})
+    for name in ("backward", "backward again"):
+        before = dict(compiled)
+        launch.backward(torch.randn_like(q), q, k, v, out, lse, None, 0.125)
+        steps.append({"step": name, "submitted": submitted[-1] if submitted else None,
+                      "compiled": {n: c - before.get(n, 0) for n, c in compiled.items() if c != before.get(n, 0)}})
+        submitted.clear()
     tma = launch._fa3_tuner("host_tma")
     shapes = sorted({s for key in tma.fn.device_caches[0][0] for s in ("[1, 1, 64, 64]", "[1, 1, 32, 64]") if s in key})
 print(json.dumps({"steps": steps, "tma_block_shapes": shapes, "ladder_keys": ladder,
@@ -128,6 +130,9 @@ def test_the_backwards_two_kernels_compile_ahead_in_one_pool(run):
     assert bwd["submitted"] == 4, bwd
     # the preprocess kernel is launched directly (one configuration), once
     assert bwd["compiled"] == {"attn_bwd_dkdv": 2, "attn_bwd_dq": 2, "attn_bwd_preprocess": 1}, bwd
+    # the same key again: its tuning is known (the plan's key with the device), nothing is submitted
+    again = _step(run, "backward again")
+    assert again["submitted"] is None and again["compiled"] == {}, again
 
 
 def test_the_chosen_configurations_are_the_autotuners_own(run):

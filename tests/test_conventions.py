@@ -185,6 +185,8 @@ def test_each_rule_has_one_home():
     assert _homes(r"causal_offset_or_none\([^)]*\)\s*or\s*0\b|is None else causal_offset\(") \
         == ["kernels/_shared.py"]
     assert _homes(r"(?<!\w)TilePlan\(") == ["masks/tiles.py"]
+    # a launch decision or the front door's pass, remembered per key: one cache (its table and counts)
+    assert _homes(r"typed=True|def cache_info\b|\bcache_info\s*=") == ["kernels/_plans.py"]
 
 
 def test_kernel_schedule_and_block_sparse_plan_are_the_one_tile_plan():

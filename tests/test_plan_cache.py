@@ -1,4 +1,4 @@
-"""Launch decisions cached per key (attn_edu.kernels._shared.plan_cache) and the stubbed
+"""Launch decisions cached per key (attn_edu.kernels._plans.plan_cache) and the stubbed
 host-overhead benchmark (attn_edu.bench.host): the cache returns what the uncached function
 returns, is hit, and the benchmark runs. No timing is asserted (a shared CPU)."""
 import importlib.util
@@ -32,7 +32,7 @@ def test_cached_split_choice_equals_the_uncached_search_over_a_grid():
 
 
 def test_plan_cache_refuses_what_the_function_refuses_and_skips_unhashable_arguments():
-    from attn_edu.kernels._shared import PLAN_CACHES, plan_cache
+    from attn_edu.kernels._plans import PLAN_CACHES, plan_cache
 
     calls = []
 

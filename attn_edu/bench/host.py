@@ -8,8 +8,8 @@ CPU: in a child process with ``TRITON_INTERPRET=1`` (so CPU tensors pass the che
 ``@triton.jit`` kernel the launchers call is replaced by a no-op, and each call is timed
 
 * ``before``: with every launch decision computed again on each call (the functions of
-  ``attn_edu.kernels._shared.PLAN_CACHES`` replaced by their uncached originals,
-  :func:`~attn_edu.kernels._shared.uncached_plans`; the front door's input check among
+  ``attn_edu.kernels._plans.PLAN_CACHES`` replaced by their uncached originals,
+  :func:`~attn_edu.kernels._plans.uncached_plans`; the front door's input check among
   them, which then checks each call in full), as the launchers did before the caches;
 * ``after``: as the package runs, each decision cached per key.
 
@@ -56,7 +56,7 @@ def _child(repeat: int, rounds: int) -> Dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)  # one thread: a fill of a few KB spun up to 10 ms of threads on a shared CPU
-    from ..kernels import _shared, block_sparse_triton as bs, decode_triton as dt, flash_triton as ft
+    from ..kernels import _plans, block_sparse_triton as bs, decode_triton as dt, flash_triton as ft
     from ..kernels.flash_triton import kernels as fk
     from ..masks import plan_tiles
 
@@ -91,11 +91,11 @@ def _child(repeat: int, rounds: int) -> Dict[str, Any]:
         return (time.perf_counter() - t0) / repeat * 1e6
 
     times: Dict[str, Dict[str, List[float]]] = {name: {"before": [], "after": []} for name in calls}
-    for cache in _shared.PLAN_CACHES.values():
+    for cache in _plans.PLAN_CACHES.values():
         cache.cache_clear()
     for _ in range(rounds):
         for name, fn in calls.items():
-            with _shared.uncached_plans():
+            with _plans.uncached_plans():
                 times[name]["before"].append(per_call(fn))
             times[name]["after"].append(per_call(fn))
     rows = []
@@ -104,7 +104,7 @@ def _child(repeat: int, rounds: int) -> Dict[str, Any]:
         rows.append({"call": name, "what": HOST_CASES[name], "before_us": before, "after_us": after,
                      "ratio": before / after})
     hits = {qualified.rpartition(".")[2]: cache.cache_info().hits
-            for qualified, cache in _shared.PLAN_CACHES.items()}
+            for qualified, cache in _plans.PLAN_CACHES.items()}
     return {"rows": rows, "cache_hits": hits, "repeat": repeat, "rounds": rounds}
 
 

@@ -71,7 +71,8 @@ def compile_ahead(*calls: Tuple[Any, Sequence[Any], Dict[str, Any]]) -> int:
     that fails is left to the autotuner, which compiles it again in its loop and handles
     the failure as it always does (an out-of-resources configuration is timed as
     infinitely slow)."""
-    if not HAS_TRITON or compile_workers() < 2:
+    workers = compile_workers() if HAS_TRITON else 0
+    if workers < 2:
         return 0
     try:
         from triton.runtime._async_compile import AsyncCompileMode
@@ -93,7 +94,7 @@ def compile_ahead(*calls: Tuple[Any, Sequence[Any], Dict[str, Any]]) -> int:
     total = sum(len(item[-1]) for item in todo)
     if not total:
         return 0
-    with ThreadPoolExecutor(max_workers=min(compile_workers(), total)) as pool, \
+    with ThreadPoolExecutor(max_workers=min(workers, total)) as pool, \
             AsyncCompileMode(pool, ignore_errors=True):
         for tuner, args, kwargs, nargs, configs in todo:
             for config in configs:

@@ -14,9 +14,6 @@ it is installed (the kernel modules need it anyway); package-internal (the under
 """
 from __future__ import annotations
 
-import contextlib
-import functools
-import importlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -43,67 +40,6 @@ def jit(fn: Callable) -> Any:
     ``TRITON_INTERPRET`` here, when it decorates: the kernel is built for the interpreter or
     for the GPU once, at the import of its module."""
     return triton.jit(fn) if HAS_TRITON else fn
-
-
-#: The launch decisions cached per key (:func:`plan_cache`), by qualified name
-#: ("attn_edu.kernels.decode_triton._decode_plan"): the host-overhead benchmark
-#: (:mod:`attn_edu.bench.host`) reads their hit counts and runs without them.
-PLAN_CACHES: Dict[str, Any] = {}
-
-
-def plan_cache(fn: Callable) -> Callable:
-    """Decide once per key: ``fn`` (a pure function of hashable arguments -- shapes,
-    strides, dtypes, the device, its compute capability, flags -- that returns what a
-    launch needs) behind ``functools.lru_cache(maxsize=4096, typed=True)``, registered in
-    ``PLAN_CACHES``. ``typed``: ``True`` and ``1`` are different keys, so a check inside
-    ``fn`` that refuses a bool still refuses it. Arguments that cannot be hashed (a list
-    where an int belongs) go to ``fn`` uncached, whose checks then name them. A call that
-    raises caches nothing. The wrapper keeps ``cache_info()``, ``cache_clear()`` and the
-    uncached function as ``__wrapped__``."""
-    cached = functools.lru_cache(maxsize=4096, typed=True)(fn)
-
-    @functools.wraps(fn)
-    def wrapper(*args):
-        try:
-            hash(args)
-        except TypeError:
-            return fn(*args)
-        return cached(*args)
-
-    wrapper.cache_info = cached.cache_info
-    wrapper.cache_clear = cached.cache_clear
-    PLAN_CACHES[f"{fn.__module__}.{fn.__qualname__}"] = wrapper
-    return wrapper
-
-
-def _register_front_door() -> None:
-    """The kernels' input check remembers the inputs' facts that passed it
-    (``_targets.check_kernel_inputs``): registered beside the plan caches, so the
-    host-overhead benchmark's "before" checks every call in full."""
-    from . import _targets
-
-    PLAN_CACHES["attn_edu.kernels._targets.check_kernel_inputs"] = _targets.check_kernel_inputs
-
-
-_register_front_door()
-
-
-@contextlib.contextmanager
-def uncached_plans():
-    """Within this block every :func:`plan_cache` function is replaced, in its module, by
-    the uncached original: each call decides everything again, as the launchers did before
-    the caches (the host-overhead benchmark's "before")."""
-    saved = []
-    for qualified, wrapper in PLAN_CACHES.items():
-        module_name, _, name = qualified.rpartition(".")
-        module = importlib.import_module(module_name)
-        saved.append((module, name, getattr(module, name)))
-        setattr(module, name, wrapper.__wrapped__)
-    try:
-        yield
-    finally:
-        for module, name, fn in saved:
-            setattr(module, name, fn)
 
 
 #: log2(e). The kernels use exp2, so scores are scaled by it first.

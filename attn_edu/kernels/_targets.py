@@ -11,6 +11,8 @@ import functools
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
+from ._plans import plan_cache
+
 __all__ = ["Target", "TARGETS", "OutOfResources", "PRECISIONS", "TF32_MIN_CAPABILITY",
            "TENSOR_CORE_MIN_CAPABILITY", "has_tf32",
            "float32_precisions", "input_precision", "cuda_dtype_problem", "interpreter_dtype_problem",
@@ -227,11 +229,6 @@ def _triton_installed() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-#: How many sets of inputs' facts :func:`check_kernel_inputs` keeps as passed (all are
-#: forgotten when it is full).
-PASSED_MAX = 4096
-
-
 def _input_facts(q: object, k: object, v: object) -> Optional[tuple]:
     """Everything :func:`check_kernel_inputs` reads of its inputs, as a key: the three
     dtypes, devices and shapes, and on a CPU whether ``TRITON_INTERPRET`` asks for the
@@ -252,56 +249,25 @@ def _input_facts(q: object, k: object, v: object) -> Optional[tuple]:
     return (q.dtype, k.dtype, v.dtype, device, k.device, v.device, q.shape, k.shape, v.shape, interpret)
 
 
-def _remember_passed(check):
-    """``check`` (the full input check) behind a table of the inputs' facts that passed it:
-    a call whose facts (:func:`_input_facts`, with the limits, ``built_interpreted`` and
-    ``enable_gqa``, their types too) passed before gets the same answer from one lookup;
-    anything else is checked in full, and a check that raises remembers nothing. The
-    wrapper keeps ``cache_info()`` and ``cache_clear()``, as ``plan_cache``'s do, and the
-    full check as ``__wrapped__``."""
-    passed: Dict[tuple, tuple] = {}
-    counts = {"hits": 0, "misses": 0}
-
-    @functools.wraps(check)
-    def wrapper(limits, q, k, v, built_interpreted, enable_gqa=False):
-        facts = _input_facts(q, k, v)
-        key = None
-        if facts is not None:
-            key = (limits, type(built_interpreted), built_interpreted, type(enable_gqa), enable_gqa, facts)
-            try:
-                hit = passed.get(key)
-            except TypeError:  # an unhashable argument: its check names it
-                key = hit = None
-            if hit is not None:
-                counts["hits"] += 1
-                return hit
-        counts["misses"] += 1
-        result = check(limits, q, k, v, built_interpreted, enable_gqa)
-        if key is not None:
-            if len(passed) >= PASSED_MAX:
-                passed.clear()
-            passed[key] = result
-        return result
-
-    def cache_info():
-        return functools._CacheInfo(counts["hits"], counts["misses"], PASSED_MAX, len(passed))
-
-    def cache_clear():
-        passed.clear()
-        counts.update(hits=0, misses=0)
-
-    wrapper.cache_info, wrapper.cache_clear = cache_info, cache_clear
-    return wrapper
+def _passed_key(limits, q, k, v, built_interpreted, enable_gqa=False) -> Optional[tuple]:
+    """The key :func:`check_kernel_inputs` files a pass under: the inputs' facts
+    (:func:`_input_facts`) with the limits, ``built_interpreted`` and ``enable_gqa``, their
+    types too; None (checked in full, every call) where the inputs are not exactly tensors."""
+    facts = _input_facts(q, k, v)
+    if facts is None:
+        return None
+    return (limits, type(built_interpreted), built_interpreted, type(enable_gqa), enable_gqa, facts)
 
 
-@_remember_passed
+@plan_cache(key=_passed_key)
 def check_kernel_inputs(limits: KernelLimits, q: object, k: object, v: object, built_interpreted: bool,
                         enable_gqa: bool = False) -> Tuple[str, Tuple[int, ...], int]:
     """The one input check of the Triton kernels: q, k, v against ``limits``, then
     :func:`check_runnable`; returns (dtype name, broadcast leading axes (B, H), GQA group).
     Every call is checked: one whose inputs' facts (dtypes, devices, shapes, the
     interpreter switch on a CPU) passed before is answered from a table of those that
-    passed, in a lookup, any other in full (:func:`_remember_passed`).
+    passed, in a lookup, any other in full (:func:`~attn_edu.kernels._plans.plan_cache`,
+    keyed by :func:`_passed_key`; a check that raises remembers nothing).
 
     The reference's own checks come first (``attn_edu._checks``: the same words as
     ``attn_edu.scaled_dot_product_attention`` for the same mistake), then the kernel's

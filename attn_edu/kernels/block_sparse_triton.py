@@ -75,7 +75,8 @@ from ..masks import TilePlan, plan_tiles
 from ..masks.tiles import unpack_plan
 from . import _interpret
 from . import _targets
-from ._shared import LN2, LOG2E, AotKernel, launch_grid, padded_head_dim, plan_cache, tl, triton
+from ._plans import plan_cache
+from ._shared import LN2, LOG2E, AotKernel, launch_grid, padded_head_dim, tl, triton
 
 try:  # guarded: importing attn_edu never needs torch (triton's guard is in _shared)
     import torch

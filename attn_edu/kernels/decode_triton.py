@@ -52,7 +52,8 @@ from .. import _checks
 from ..decoding.split_kv import chunk_size
 from .._call import require_tensor
 from . import _interpret, _targets
-from ._shared import HAS_TRITON, LN2, LOG2E, TRITON_DTYPES, causal_offset_arg, jit, padded_head_dim, plan_cache, tl
+from ._plans import plan_cache
+from ._shared import HAS_TRITON, LN2, LOG2E, TRITON_DTYPES, causal_offset_arg, jit, padded_head_dim, tl
 
 __all__ = ["split_kv_decode", "check_decode_inputs", "DecodeConfig", "DECODE_CONFIGS", "INTERPRET_CONFIG",
            "pick_config", "choose_num_splits", "block_m_for", "compile_specs", "LIMITS",

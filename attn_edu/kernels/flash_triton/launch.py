@@ -36,7 +36,8 @@ from torch import Tensor
 from ... import _checks
 from .. import _targets
 from .._compile_ahead import compile_ahead
-from .._shared import HAS_TRITON, LOG2E, causal_offset_arg, launch_grid, padded_head_dim, plan_cache, triton
+from .._plans import plan_cache
+from .._shared import HAS_TRITON, LOG2E, causal_offset_arg, launch_grid, padded_head_dim, triton
 from . import kernels
 
 __all__ = ["forward_configs", "forward_shared_memory", "backward_configs", "atomic_backward_configs",
@@ -748,8 +749,10 @@ def _backward_plan(capability: Optional[Tuple[int, int]], dtype: torch.dtype, q_
                    k_shape: Tuple[int, ...], v_shape: Tuple[int, ...], align: Optional[str], mode: str,
                    precision: Optional[str]):
     """What :func:`backward` decides from shapes, dtype and GPU, once per key: ``(the
-    kernels' trailing int arguments, meta-parameters, configurations to try)``. Raises for a
-    bad ``precision`` (checked though the backward of float32 is exact whatever it says)."""
+    kernels' trailing int arguments, the causal offset, meta-parameters, configurations to
+    try, the tuning's key)``; the last, with the device, names the tuning that
+    :func:`backward` compiles ahead once (``_BWD_TUNED``). Raises for a bad ``precision``
+    (checked though the backward of float32 is exact whatever it says)."""
     B, H, LQ, DK = q_shape
     LK, DV = k_shape[2], v_shape[3]
     name = _checks.dtype_name(dtype)
@@ -762,7 +765,8 @@ def _backward_plan(capability: Optional[Tuple[int, int]], dtype: torch.dtype, q_
     else:
         pick = atomic_backward_configs if mode == "atomic_dq" else backward_configs
         configs = pick(capability, max(DK, DV), prec)
-    return (H, LQ, LK), causal_offset_arg(LQ, LK, align), meta, configs
+    ints = (H, LQ, LK)
+    return ints, causal_offset_arg(LQ, LK, align), meta, configs, (dtype, *ints, tuple(sorted(meta.items())))
 
 
 def backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
@@ -780,7 +784,7 @@ def backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tens
     dv = torch.zeros((B, H, LK, DV), dtype=v.dtype, device=v.device)
     if LQ == 0 or LK == 0:
         return dq, dk, dv
-    ints, offset, meta, configs = _backward_plan(_capability(q), q.dtype, tuple(q.shape), tuple(k.shape),
+    ints, offset, meta, configs, tuning = _backward_plan(_capability(q), q.dtype, tuple(q.shape), tuple(k.shape),
                                                  tuple(v.shape), align, mode, precision)
     delta = torch.empty((B, H, LQ), dtype=torch.float32, device=q.device)  # (B, H, Lq)
     # every grid is one axis, B * H * blocks, as in the forward: any B * H launches
@@ -793,7 +797,7 @@ def backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tens
     dq_acc = torch.zeros((B, H, LQ, DK), dtype=torch.float32, device=q.device) if atomic else delta
     if not atomic and len(configs) > 1:  # autotuned: each kernel times backward_configs once per key
         dkdv_args, dq_args = (q, k, v, do, dk, dv, dq_acc, lse, delta, *common), (q, k, v, do, dq, lse, delta, *common)
-        tuned = (str(q.device), q.dtype, *ints, tuple(sorted(meta.items())))
+        tuned = (q.device, tuning)
         if tuned not in _BWD_TUNED:  # this key's first call: both kernels' configurations compile in parallel
             compile_ahead((_attn_bwd_dkdv, dkdv_args, {**meta, "ATOMIC_DQ": False}), (_attn_bwd_dq, dq_args, meta))
             _BWD_TUNED.add(tuned)
