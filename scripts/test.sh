@@ -7,7 +7,8 @@
 #   bash scripts/test.sh ARGS...   # pytest with your arguments (a file, -k, -m ...)
 #
 # First it installs what is missing, as the publishing workflow does (scripts/site.sh tools):
-# .venv (requirements.txt + attn_edu, with uv), a Chromium, a CJK font, axe-core (pinned).
+# .venv (requirements.txt + attn_edu, with uv), a Chromium (Debian's headless shell where it
+# can), a CJK font, axe-core (pinned).
 # The whole suite runs on every core (pytest-xdist). Each chapter is executed once per
 # environment: once in the book build, which is the publishing workflow's own build
 # (tests/test_publish_workflow.py runs .github/workflows/book.yml's steps in a fresh checkout;
@@ -18,6 +19,10 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/site.sh tools
 source scripts/setup-env.sh
+# the browser the tools step found (Chromium's headless shell where it could install it) for
+# every browser test, as the check step passes it to the page checks
+ATTN_EDU_CHROMIUM=$(bash scripts/site.sh which-browser)
+export ATTN_EDU_CHROMIUM
 
 workers=(-n "${ATTN_EDU_TEST_WORKERS:-auto}")
 if [[ "${1:-}" == "--fast" ]]; then

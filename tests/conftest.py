@@ -204,7 +204,10 @@ def book_extension(name: str):
     return module
 
 # ------------------------------------------------------------------ fixtures
-CHROMIUM = os.environ.get("ATTN_EDU_CHROMIUM", "/usr/bin/chromium")
+#: $ATTN_EDU_CHROMIUM (scripts/test.sh sets it to what scripts/site.sh's browser step found), else
+#: Debian's Chromium headless shell, else Debian's Chromium
+CHROMIUM = os.environ.get("ATTN_EDU_CHROMIUM") or next(
+    (p for p in ("/usr/bin/chromium-headless-shell", "/usr/bin/chromium") if Path(p).exists()), "/usr/bin/chromium")
 SKIP_BROWSER = os.environ.get("ATTN_EDU_SKIP_BROWSER") == "1"
 LAUNCH_ARGS = [
     "--headless",
@@ -225,7 +228,7 @@ def browser():
     if not Path(CHROMIUM).exists():
         missing = (
             f"Chromium not found at {CHROMIUM}. Install it (Debian: `apt-get install -y "
-            "chromium`) or set ATTN_EDU_CHROMIUM; set ATTN_EDU_SKIP_BROWSER=1 to skip."
+            "chromium-headless-shell`) or set ATTN_EDU_CHROMIUM; set ATTN_EDU_SKIP_BROWSER=1 to skip."
         )
     else:
         try:

@@ -46,7 +46,8 @@ Environment variables:
   this file on that build with ``-m pages``. By hand: ``bash scripts/build-book.sh``, then
   ``bash scripts/site.sh check``;
 * ``ATTN_EDU_BOOK_ROOT``: the book's source root (default: the repository root);
-* ``ATTN_EDU_CHROMIUM``: the Chromium binary (default ``/usr/bin/chromium``);
+* ``ATTN_EDU_CHROMIUM``: the Chromium binary (default: Debian's headless shell, else its chromium;
+  conftest's ``CHROMIUM``);
 * ``ATTN_EDU_SKIP_BROWSER=1``: skip instead of failing when Chromium or Playwright is
   missing;
 * ``ATTN_EDU_AXE``: axe-core's ``axe.min.js`` (default: where ``scripts/test.sh`` installs
