@@ -204,10 +204,15 @@ def book_extension(name: str):
     return module
 
 # ------------------------------------------------------------------ fixtures
-#: $ATTN_EDU_CHROMIUM (scripts/test.sh sets it to what scripts/site.sh's browser step found), else
-#: Debian's Chromium headless shell, else Debian's Chromium
-CHROMIUM = os.environ.get("ATTN_EDU_CHROMIUM") or next(
-    (p for p in ("/usr/bin/chromium-headless-shell", "/usr/bin/chromium") if Path(p).exists()), "/usr/bin/chromium")
+def chromium_path() -> str:
+    """The browser the tests drive: $ATTN_EDU_CHROMIUM (scripts/test.sh sets it), else the one
+    scripts/site.sh's browser step finds (``site.sh which-browser``: the one list of where to
+    look), else Debian's Chromium."""
+    return os.environ.get("ATTN_EDU_CHROMIUM") or subprocess.run(
+        ["bash", str(venvs.REPO / "scripts" / "site.sh"), "which-browser"], capture_output=True, text=True
+    ).stdout.strip() or "/usr/bin/chromium"
+
+
 SKIP_BROWSER = os.environ.get("ATTN_EDU_SKIP_BROWSER") == "1"
 LAUNCH_ARGS = [
     "--headless",
@@ -225,9 +230,10 @@ ALLOWED_HOSTS = {"127.0.0.1"}
 @pytest.fixture(scope="session")
 def browser():
     missing = None
-    if not Path(CHROMIUM).exists():
+    chromium = chromium_path()
+    if not Path(chromium).exists():
         missing = (
-            f"Chromium not found at {CHROMIUM}. Install it (Debian: `apt-get install -y "
+            f"Chromium not found at {chromium}. Install it (Debian: `apt-get install -y "
             "chromium-headless-shell`) or set ATTN_EDU_CHROMIUM; set ATTN_EDU_SKIP_BROWSER=1 to skip."
         )
     else:
@@ -242,7 +248,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
+        b = pw.chromium.launch(executable_path=chromium, args=LAUNCH_ARGS, headless=True)
         try:
             yield b
         finally:

@@ -30,7 +30,7 @@ control that Tab reaches, that shows a focus ring and a name, and that changes t
 "Back to top" does not cover a figure's controls; and every matplotlib figure is legible
 (its smallest text at least 9 CSS px as shown, or in the full-size view that Enter opens);
 axe-core at phone width (colours aside) finds nothing serious on an English page (a Chinese
-page is judged at desktop width, its phone width on its twin: :func:`_phone_axe_on_english_page`).
+page is judged at desktop width, its phone width on its twin: :func:`_checked_on_english_twin`).
 
 Static checks of the built HTML: no render-blocking script over 50 KB in any page's
 ``<head>``; no CDN URL; plotly.js is not inlined.
@@ -48,8 +48,8 @@ Environment variables:
   this file on that build with ``-m pages``. By hand: ``bash scripts/build-book.sh``, then
   ``bash scripts/site.sh check``;
 * ``ATTN_EDU_BOOK_ROOT``: the book's source root (default: the repository root);
-* ``ATTN_EDU_CHROMIUM``: the Chromium binary (default: Debian's headless shell, else its chromium;
-  conftest's ``CHROMIUM``);
+* ``ATTN_EDU_CHROMIUM``: the Chromium binary (default: what ``bash scripts/site.sh which-browser``
+  finds; conftest's ``chromium_path``);
 * ``ATTN_EDU_SKIP_BROWSER=1``: skip instead of failing when Chromium or Playwright is
   missing;
 * ``ATTN_EDU_AXE``: axe-core's ``axe.min.js`` (default: where ``scripts/test.sh`` installs
@@ -402,23 +402,17 @@ def _click_end_of(page, element, seconds: float = 15.0, figure=None) -> str:
             return seen
 
 
-def _figures_checked_on_english_page(name: str) -> bool:
-    """Whether how the page's figures respond and are laid out was checked on another page:
-    a Chinese chapter shows its English twin's figures, file for file and byte for byte
-    (tests/test_zh_site.py), drawn by the same scripts at the same widths. On such a page the
-    figures must still load and draw; their sliders, keys, phone layout and legibility are
-    checked once, on the English page (about 3 s of the browser's time a page)."""
-    return name.startswith("zh/")
-
-
-def _phone_axe_on_english_page(name: str) -> bool:
-    """Whether axe's rules at phone width were run for this page on other passes: axe judges
+def _checked_on_english_twin(name: str) -> bool:
+    """Whether part of the page's check was done on its English twin: a Chinese chapter shows
+    its twin's figures, file for file and byte for byte (tests/test_zh_site.py), drawn by the
+    same scripts at the same widths, and the same theme. On such a page the figures must still
+    load and draw; their sliders, keys, phone layout and legibility are checked once, on the
+    English page (about 3 s of the browser's time a page). And axe at phone width: axe judges
     a page's markup alike at any width, except for what the width shows or hides (the theme's
-    header, sidebars and drawers, a formula's sideways scroll box). A Chinese page's markup is
-    judged by axe on its own desktop pass, and what the phone width changes is the same
-    theme, and the same figures and formulas, on its English twin's phone pass (about 1 s of
-    the browser's time a page)."""
-    return name.startswith("zh/") and name.removeprefix("zh/") in PAGES
+    header, sidebars and drawers, a formula's sideways scroll box); a Chinese page's markup is
+    judged on its own desktop pass, and what the phone width changes on its twin's phone pass
+    (about 1 s a page)."""
+    return name.startswith("zh/")
 
 
 @pytest.mark.parametrize("name", PAGES)
@@ -526,7 +520,7 @@ def test_page_renders_offline(name: str, server: str, browser, built_book: Path,
         # ---- plotly sliders work without a kernel: click the right end of each slider's
         # rail and the slider must move to its last step (running the step's method,
         # e.g. "animate" to a saved frame) without any JS error.
-        divs = [] if _figures_checked_on_english_page(name) else page.query_selector_all(".plotly-graph-div")
+        divs = [] if _checked_on_english_twin(name) else page.query_selector_all(".plotly-graph-div")
         for i, div in enumerate(divs):
             rail = div.query_selector(".slider-container .slider-rail-touch-rect")
             if rail is None:
@@ -964,10 +958,10 @@ def test_page_on_a_phone(name: str, server: str, browser, built_book: Path) -> N
     ``MIN_TEXT_PX`` CSS px as the page shows the image, or else the image is a link that
     Enter opens at its natural size, in a dialog with the same alt text, where that text is
     at least ``MIN_TEXT_PX`` px; Escape closes it and gives the focus back. (A Chinese
-    chapter's figures are its English twin's: see :func:`_figures_checked_on_english_page`.)"""
+    chapter's figures are its English twin's: see :func:`_checked_on_english_twin`.)"""
     problems: list[str] = []
     context, page = _phone_page(browser, server, name, problems)
-    figures = not _figures_checked_on_english_page(name)
+    figures = not _checked_on_english_twin(name)
     try:
         if figures and page.evaluate("() => !!window.attnEduFigures"):
             page.evaluate("() => window.attnEduFigures.drawAll()")
@@ -984,7 +978,7 @@ def test_page_on_a_phone(name: str, server: str, browser, built_book: Path) -> N
         page.screenshot(path=str(SHOTS / f"phone-{name.replace('/', '__')}.png"))
 
         problems += page.evaluate(_CLIPPED_JS)
-        if not _phone_axe_on_english_page(name):
+        if not _checked_on_english_twin(name):
             problems += [f"axe at {PHONE['width']} px: {v}" for v in _axe(page, phone=True)]
 
         if figures:
