@@ -416,6 +416,25 @@ def test_recorded_report_matches_the_kernels_configurations():
     assert fwd == {"sm_75": "fma", "sm_80": "mma.sync", "sm_90a": "wgmma"}
 
 
+def test_the_persistent_grid_fits_its_programs_on_an_sm():
+    # ft.persistent_programs_per_sm programs of every recorded persistent compile share one
+    # SM's 65,536 registers and its shared memory (the per-block limit standing for the
+    # SM's): a program that does not fit waits for another to end, and the grid is no
+    # longer persistent. Warp specialization adds warps: more threads than num_warps asked.
+    # (A compile over the shared memory is one the autotuner prunes: report._fallbacks.)
+    from attn_edu.kernels import report
+
+    rows = [r for r in report.recorded_report() if r["kernel"] == "forward_persistent"
+            and r["shared"] <= r["shared_limit"]]
+    assert rows and all(r["threads"] >= 32 * r["num_warps"] for r in rows)
+    for r in rows:
+        n = ft.persistent_programs_per_sm(r["block_m"], r.get("warp_specialize", False))
+        assert n * r["threads"] * r["registers"] <= 65536 and n * r["shared"] <= r["shared_limit"], (n, r)
+    ws = [r for r in rows if r.get("warp_specialize")]
+    assert ws and all(r["threads"] > 32 * r["num_warps"] for r in ws)
+    assert ft.persistent_programs_per_sm(64, True) == 1
+
+
 def test_the_recorded_report_shows_each_fa3_step_on_hopper():
     # chapter 10's ladder in the compiled code (Triton 3.9): host descriptors (TMA copies) in
     # every step on sm_90a, 8-warp 128-row tiles added by "wide_tiles", the producer/consumer

@@ -3,6 +3,7 @@ host-overhead benchmark (attn_edu.bench.host): the cache returns what the uncach
 returns, is hit, and the benchmark runs. No timing is asserted (a shared CPU)."""
 import importlib.util
 import itertools
+import math
 import random
 
 import pytest
@@ -11,24 +12,74 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None or im
                                 reason="needs torch and triton")
 
 
-def test_cached_split_choice_equals_the_uncached_search_over_a_grid():
+def test_cached_split_choice_equals_the_search_at_the_true_length_over_a_grid():
+    from attn_edu.decoding import split_waves
     from attn_edu.kernels import decode_triton as dt
 
-    search = dt._best_num_splits.__wrapped__  # the loop over candidates, uncached
-    grid = list(itertools.product([1, 3, 8, 33, 132, 300], [0, 1, 15, 16, 1000, 16384, 65536, 131072],
+    def search(programs, lk, block_k, num_sms, max_splits):  # the rule, at the length itself
+        candidates = range(1, min(max(1, -(-lk // block_k)), max_splits) + 1)
+        cost = {s: math.prod(split_waves(programs, lk, s, num_sms, block_k)) for s in candidates}
+        return next(s for s in candidates if cost[s] <= (1 + dt.SPLIT_TOLERANCE) * min(cost.values()))
+
+    grid = list(itertools.product([1, 3, 8, 33, 132, 300], [0, 1, 15, 16, 17, 1000, 16383, 16384, 65537, 131072],
                                   [16, 64, 128], [8, 40, 108, 132], [1, 16, 128]))
     random.Random(0).shuffle(grid)
     dt._best_num_splits.cache_clear()
     for args in grid + grid:  # the second pass is answered from the cache
         assert dt.choose_num_splits(*args) == search(*args), args
+    # filed by the number of key blocks: lengths with as many blocks share one entry
+    keys = {(p, -(-lk // bk), bk, sms, m) for p, lk, bk, sms, m in grid}
     info = dt._best_num_splits.cache_info()
-    assert info.hits >= len(grid) and info.currsize == len(grid)
+    assert len(keys) < len(grid) and info.currsize == len(keys) and info.hits >= len(grid)
     # the docstring's example: 8 programs on 132 SMs, 16 splits (one full wave), not 17
     assert dt.choose_num_splits(8, 65536, 64, 132) == 16
     # a bool is not an int: refused, although True == 1 and would hash like a cached key
     dt.choose_num_splits(1, 1000, 16, 8)
     with pytest.raises((TypeError, ValueError), match="programs"):
         dt.choose_num_splits(True, 1000, 16, 8)
+
+
+def test_a_decode_loop_finds_its_launch_decisions_in_the_caches(monkeypatch):
+    """L_k grows by one each step, as when decoding: the front door, the configuration and
+    the split count are each decided again only where a rule reads what changed (the split
+    count once per INTERPRET_CONFIG.block_k = 16 keys), and each step launches the chunks
+    the search at its own length gives."""
+    import torch
+
+    from attn_edu.decoding import chunk_size
+    from attn_edu.kernels import _targets
+    from attn_edu.kernels import decode_triton as dt
+
+    launched = []
+
+    class Kernel:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            return lambda *args, **meta: launched.append((self.name, grid, args))
+
+    for name in dt.LAUNCHED:
+        monkeypatch.setattr(dt, name, Kernel(name))
+    caches = (_targets.check_kernel_inputs, dt._decode_config, dt._best_num_splits)
+    for cache in caches:
+        cache.cache_clear()
+    q, kv = torch.randn(1, 4, 1, 8), torch.randn(1, 2, 80, 8)
+    lengths = range(40, 81)  # 3 to 5 blocks of 16 keys
+    for lk in lengths:
+        dt.split_kv_decode(q, kv[:, :, :lk], kv[:, :, :lk], enable_gqa=True)
+    misses = [c.cache_info().misses for c in caches]
+    assert misses == [1, 1, len({-(-lk // 16) for lk in lengths})], misses
+    steps = [(grid, args) for name, grid, args in launched if name == "_split_kernel"]
+    assert len(steps) == len(lengths)
+    for lk, (grid, args) in zip(lengths, steps):
+        # after q, k, v, lens, the 3 partial buffers and 12 strides: H_kv, L_q, L_k, offset, chunk, splits
+        _, _, length, _, chunk, splits = args[19:25]
+        assert length == lk and grid == (2, splits, 1)
+        assert splits == dt.choose_num_splits(2, lk, 16, 8) and chunk == chunk_size(lk, splits, 16)
+    # a length the rule does read is still checked on every call: k and v of two lengths
+    with pytest.raises(ValueError, match="same length L_k"):
+        dt.split_kv_decode(q, kv[:, :, :41], kv[:, :, :42], enable_gqa=True)
 
 
 def test_plan_cache_refuses_what_the_function_refuses_and_skips_unhashable_arguments():
@@ -61,7 +112,7 @@ def test_stubbed_host_overhead_benchmark_runs_and_its_caches_are_hit():
     assert [r["call"] for r in result["rows"]] == list(HOST_CASES)
     assert all(r["before_us"] > 0 and r["after_us"] > 0 for r in result["rows"])
     # each launcher's plan answered every timed call after the first from its cache
-    for name in ("_forward_plan", "_backward_plan", "_decode_plan", "_sparse_launch", "check_kernel_inputs"):
+    for name in ("_forward_plan", "_backward_plan", "_decode_config", "_best_num_splits", "_sparse_launch", "check_kernel_inputs"):
         assert result["cache_hits"][name] >= 2, (name, result["cache_hits"])
     assert "before/after" in format_host_overhead(result)
 

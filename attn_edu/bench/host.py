@@ -23,6 +23,7 @@ capability, SM count): those calls are skipped here.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -38,6 +39,8 @@ HOST_CASES = {
     "flash backward": "the autograd backward of triton_attention, B=1 H=4 L=256 d=64 causal (small: the "
                       "CPU's zero-filled gradients would dominate, a GPU fills them asynchronously)",
     "split-KV decode": "split_kv_decode, B=1 H_q=32 H_kv=8 L_k=65536 d=128 (128 split candidates)",
+    "decode, growing": "the same call as a decode loop makes it: L_k = 65536, 65537, ... one more key each call "
+                       "(views of one cache)",
     "block-sparse": "block_sparse_attention with a TilePlan, B=1 H=16 L=4096 d=64, a causal mask's 128 x 64 tiles",
     "flash front door": "check_triton_inputs alone (every call checked; inputs whose facts passed before "
                         "answered from a table of those that passed)",
@@ -73,12 +76,20 @@ def _child(repeat: int, rounds: int) -> Dict[str, Any]:
     out = ft.triton_attention(qg, qb, qb, causal=True)
     g = torch.ones_like(out)
     qd, kd = torch.randn(1, 32, 1, 128, dtype=h), torch.randn(1, 8, 65536, 128, dtype=h)
+    kv_cache = torch.randn(1, 8, 65536 + 2 * rounds * (repeat + 1), 128, dtype=h)
+    length = itertools.count(65536)  # each call, in every round, one key longer
     qs = torch.randn(1, 16, 4096, 64)
     plan = plan_tiles(torch.ones(4096, 4096, dtype=torch.bool).tril(), 128, 64)
+
+    def decode_step():
+        kv = kv_cache[:, :, :next(length)]
+        return dt.split_kv_decode(qd, kv, kv, enable_gqa=True)
+
     calls = {
         "flash forward": lambda: ft.triton_attention_forward(q, q, q, causal=True),
         "flash backward": lambda: torch.autograd.grad(out, (qg,), g, retain_graph=True),
         "split-KV decode": lambda: dt.split_kv_decode(qd, kd, kd, enable_gqa=True),
+        "decode, growing": decode_step,
         "block-sparse": lambda: bs.block_sparse_attention(qs, qs, qs, plan),
         "flash front door": lambda: ft.check_triton_inputs(q, q, q, True),
     }

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, NamedTuple, Optional
 __all__ = ["PLAN_CACHES", "PLANS_MAX", "CacheInfo", "plan_cache", "uncached_plans"]
 
 #: The functions cached per key (:func:`plan_cache`), by qualified name
-#: ("attn_edu.kernels.decode_triton._decode_plan").
+#: ("attn_edu.kernels.decode_triton._decode_config").
 PLAN_CACHES: Dict[str, Any] = {}
 #: How many keys one cached function keeps.
 PLANS_MAX = 4096

@@ -231,9 +231,12 @@ def _triton_installed() -> bool:
 
 def _input_facts(q: object, k: object, v: object) -> Optional[tuple]:
     """Everything :func:`check_kernel_inputs` reads of its inputs, as a key: the three
-    dtypes, devices and shapes, and on a CPU whether ``TRITON_INTERPRET`` asks for the
+    dtypes and devices, their shapes but for the lengths (the axis before the last), whether
+    k and v have one length, and on a CPU whether ``TRITON_INTERPRET`` asks for the
     interpreter now (the rest it reads is fixed once triton is imported); None where the
-    inputs are not exactly ``torch.Tensor`` (those are checked in full, every call)."""
+    inputs are not exactly ``torch.Tensor`` (those are checked in full, every call). No rule
+    reads a length but that one, so a decode loop's cache, one key longer each step, is
+    answered from the table."""
     import sys
 
     torch = sys.modules.get("torch")
@@ -246,7 +249,9 @@ def _input_facts(q: object, k: object, v: object) -> Optional[tuple]:
         interpret = _interpret.requested()
     else:
         interpret = None
-    return (q.dtype, k.dtype, v.dtype, device, k.device, v.device, q.shape, k.shape, v.shape, interpret)
+    qs, ks, vs = tuple(q.shape), tuple(k.shape), tuple(v.shape)  # a tuple slices faster than a torch.Size
+    return (q.dtype, k.dtype, v.dtype, device, k.device, v.device, qs[:-2], qs[-1:], ks[:-2], ks[-1:],
+            vs[:-2], vs[-1:], ks[-2:-1] == vs[-2:-1], interpret)
 
 
 def _passed_key(limits, q, k, v, built_interpreted, enable_gqa=False) -> Optional[tuple]:

@@ -190,7 +190,7 @@ def _reduce_kernel(OPart, MPart, LPart, Out, Lse,
     ell = tl.load(LPart + part, mask=s_ok, other=0.0)
     m_max = tl.max(m, 0)  # -inf when every split is empty
     m_safe = tl.where(m_max == float("-inf"), 0.0, m_max)
-    w = ell * tl.math.exp2(m - m_safe)  # l_c e^(m_c - M): 0 for an empty split
+    w = ell * tl.math.exp2(m - m_safe)  # l_c 2^(m_c - M), m in base 2: 0 for an empty split
     total = tl.sum(w, 0)
     o = tl.load(OPart + part[:, None] * HEAD_DV + offs_dv[None, :],
                 mask=s_ok[:, None] & (offs_dv[None, :] < HEAD_DV),
@@ -279,39 +279,51 @@ def choose_num_splits(programs: int, lk: int, block_k: int, num_sms: int, max_sp
     block_k = _checks.check_length("block_k", block_k, minimum=1)
     num_sms = _checks.check_length("num_sms", num_sms, minimum=1)
     max_splits = _checks.check_length("max_splits", max_splits, minimum=1)
-    return _best_num_splits(programs, lk, block_k, num_sms, max_splits)
+    return _best_num_splits(programs, -(-lk // block_k), block_k, num_sms, max_splits)
 
 
 @plan_cache
-def _best_num_splits(programs: int, lk: int, block_k: int, num_sms: int, max_splits: int) -> int:
-    """:func:`choose_num_splits` on checked ints, decided once per key: the search models up
-    to ``max_splits`` candidates (0.34 ms of Python at 64k keys on an H100's host), which a
-    decode step would otherwise pay on every call."""
-    from ..decoding.split_kv import split_waves  # the model the chapter draws
-
-    candidates = range(1, min(max(1, -(-lk // block_k)), max_splits) + 1)
-    cost = {}
-    for s in candidates:  # modelled time: waves x keys per program
-        waves, keys = split_waves(programs, lk, s, num_sms, block_k)
-        cost[s] = waves * keys
+def _best_num_splits(programs: int, key_blocks: int, block_k: int, num_sms: int, max_splits: int) -> int:
+    """:func:`choose_num_splits` on checked ints, decided once per key. The model reads keys
+    in whole blocks (a chunk starts on a ``block_k`` boundary, so ``chunk_size(lk, s,
+    block_k) = block_k * ceil(key_blocks / s)`` for every ``lk`` with that many blocks): the
+    key holds the number of key blocks, not ``lk``. A cache that grows by a key each step
+    searches again once every ``block_k`` steps, not on every step; the search models up to
+    ``max_splits`` candidates (0.34 ms of Python at 64k keys on an H100's host when it called
+    :func:`attn_edu.decoding.split_waves`, with its checks, for each)."""
+    candidates = range(1, min(max(1, key_blocks), max_splits) + 1)
+    # split_waves' model counted in blocks: ceil(programs * s / num_sms) waves, each program
+    # reading ceil(key_blocks / s) blocks (tests/test_plan_cache.py holds the choice to a
+    # search with split_waves itself at the true length)
+    cost = {s: -(-programs * s // num_sms) * -(-key_blocks // s) for s in candidates}
     best = min(cost.values())
     return next(s for s in candidates if cost[s] <= (1 + SPLIT_TOLERANCE) * best)
 
 
 @plan_cache
-def _decode_plan(capability: Optional[Tuple[int, int]], num_sms: int, dtype_name: str, precision: Optional[str],
-                 B: int, HKV: int, group: int, LQ: int, LK: int, DK: int, DV: int, num_splits: Optional[int]):
-    """What :func:`split_kv_decode` launches with, decided once per key (the GPU's capability
-    and SM count, dtype, precision, shapes, ``num_splits`` or None): ``(dot precision,
-    DecodeConfig, BLOCK_M, row blocks, num_splits, chunk)``. Raises for a bad ``precision``
-    or ``num_splits`` above ``MAX_SPLITS``."""
+def _decode_config(capability: Optional[Tuple[int, int]], dtype_name: str, precision: Optional[str],
+                   group: int, LQ: int, DK: int, DV: int):
+    """What :func:`split_kv_decode` launches with that the cache's length and the batch leave
+    alone, decided once per key: ``(dot precision, DecodeConfig, BLOCK_M, row blocks)``.
+    Raises for a bad ``precision``."""
     dot_precision = _targets.input_precision(dtype_name, capability, precision)
     cfg = pick_config(capability, max(DK, DV), dot_precision)
     block_m = block_m_for(group, LQ)
-    row_blocks = -(-group * LQ // block_m)
+    return dot_precision, cfg, block_m, -(-group * LQ // block_m)
+
+
+def _decode_plan(capability: Optional[Tuple[int, int]], num_sms: int, dtype_name: str, precision: Optional[str],
+                 B: int, HKV: int, group: int, LQ: int, LK: int, DK: int, DV: int, num_splits: Optional[int]):
+    """What :func:`split_kv_decode` launches with: ``(dot precision, DecodeConfig, BLOCK_M,
+    row blocks, num_splits, chunk)``, from two cached decisions: the configuration
+    (:func:`_decode_config`, without ``LK``) and the split count (:func:`_best_num_splits`,
+    per number of key blocks), so that a decode loop, whose ``LK`` grows by one each step,
+    finds both in their caches. Raises for a bad ``precision`` or ``num_splits`` above
+    ``MAX_SPLITS``."""
+    dot_precision, cfg, block_m, row_blocks = _decode_config(capability, dtype_name, precision, group, LQ, DK, DV)
     if num_splits is None:
-        num_splits = choose_num_splits(B * HKV * row_blocks, LK, cfg.block_k, num_sms)
-    if num_splits > MAX_SPLITS:
+        num_splits = _best_num_splits(B * HKV * row_blocks, -(-LK // cfg.block_k), cfg.block_k, num_sms, MAX_SPLITS)
+    elif num_splits > MAX_SPLITS:
         raise ValueError(f"num_splits must be at most {MAX_SPLITS}; got {num_splits}")
     return dot_precision, cfg, block_m, row_blocks, num_splits, chunk_size(LK, num_splits, cfg.block_k)
 

@@ -13,6 +13,8 @@ per compile:
 
 * ``shared`` bytes of shared memory against the target's per-block limit;
 * ``registers`` per thread and ``spill`` bytes (stores + loads, from ``ptxas -v``);
+* ``threads`` per program, from the PTX's ``.reqntid``/``.maxntid`` (``num_warps`` x 32,
+  unless warp specialization added warps for its producer and consumers);
 * ``matrix``: the matrix instructions in the PTX -- ``wgmma`` (Hopper's warpgroup MMA),
   ``mma.sync`` (Ampere's tensor cores) or ``fma`` (none: plain fused multiply-adds, what
   Triton 3.9 emits for ``tl.dot`` on sm_75) -- ``tma`` (bulk tensor copies) and
@@ -186,8 +188,15 @@ def _compile(src, target: str, options: Dict[str, int], row: Dict[str, Any]) -> 
             "num_stages": options["num_stages"], "shared": int(compiled.metadata.shared),
             "shared_limit": spec.shared_memory, **_ptxas_usage(ptx, target, spec.capability),
             "matrix": matrix_instructions(ptx), "tma": bool(re.search(r"cp\.async\.bulk\.tensor", ptx)),
-            "setmaxnreg": bool(re.search(r"\bsetmaxnreg\.", ptx)),
+            "setmaxnreg": bool(re.search(r"\bsetmaxnreg\.", ptx)), "threads": _threads(ptx, options["num_warps"]),
             "seconds": round(seconds, 2), "asm": {"ttir": compiled.asm["ttir"], "ptx": ptx}}
+
+
+def _threads(ptx: str, num_warps: int) -> int:
+    """Threads per program: the PTX's ``.reqntid`` or ``.maxntid`` (what the kernel is built
+    for), else ``num_warps`` warps of 32."""
+    found = re.search(r"^\s*\.(?:reqntid|maxntid)\s+(\d+)", ptx, re.M)
+    return int(found.group(1)) if found else 32 * num_warps
 
 
 def compile_kernel(kernel: AotKernel, target: str, config, d: int, dtype: str,

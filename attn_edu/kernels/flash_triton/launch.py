@@ -420,7 +420,7 @@ def uses_tma(q: Tensor, k: Tensor, v: Tensor, precision: str = "tf32") -> bool:
 #: (``TensorDescriptor``); ``"wide_tiles"``: plus ``FWD_CONFIGS_WIDE`` in the autotuner's
 #: space on Hopper; ``"warp_specialized"``: plus a producer/consumer split of the warps
 #: where Triton makes one (:func:`warp_specialize_applies`); ``"persistent"``: plus a grid
-#: of ``PERSISTENT_PROGRAMS_PER_SM`` programs per SM looping over tiles, causal ones longest
+#: of :func:`persistent_programs_per_sm` programs per SM looping over tiles, causal ones longest
 #: first. What a step needs and does not find (a GPU before Hopper, float32, tensors TMA
 #: cannot address) it leaves out, and the launch goes on: :func:`variant_steps`.
 FORWARD_VARIANTS = ("fa2", "host_tma", "wide_tiles", "warp_specialized", "persistent")
@@ -448,11 +448,23 @@ FWD_SPILL_CONFIGS_PERSISTENT: Dict[Tuple[int, int, int], set] = {
     (80, 128, 2): {(64, 32, 4, 2), (64, 32, 4, 4), (64, 64, 4, 3), (64, 64, 4, 4), (128, 64, 8, 3),
                    (128, 64, 8, 4)},
 }
-#: Programs per SM of the persistent grid (64-row tiles leave room for two on an SM).
+#: Programs per SM of the persistent grid by BLOCK_M, for a tile launched unspecialized (a
+#: 64-row tile leaves room for two on an SM). A warp-specialized tile fills an SM alone:
+#: :func:`persistent_programs_per_sm`.
 PERSISTENT_PROGRAMS_PER_SM = {64: 2, 128: 1}
 #: Under the interpreter the persistent grid has this many programs, so that each one
 #: loops over several tiles in the tests.
 PERSISTENT_PROGRAMS_INTERPRETED = 3
+
+
+def persistent_programs_per_sm(block_m: int, warp_specialized: bool) -> int:
+    """Programs per SM of the persistent grid: ``PERSISTENT_PROGRAMS_PER_SM[block_m]``, or 1
+    for a warp-specialized tile, for which Triton adds warps (its producer's and a second
+    consumer's: 384 threads of 168 registers in the compile report, 64,512 of an SM's 65,536
+    registers), so a second program per SM would wait for the first to end.
+    ``tests/test_kernel_report.py`` holds every recorded persistent compile to its SM's
+    registers and shared memory."""
+    return 1 if warp_specialized else PERSISTENT_PROGRAMS_PER_SM.get(block_m, 1)
 
 
 def warp_specialize_applies(config) -> bool:
@@ -703,12 +715,12 @@ def _forward_fa3(q, k, v, out, lse, align, scale, cap, precision, config, varian
             *ints, scale * LOG2E.value, *tail)
     n_tiles = lambda bm: B * H * -(-LQ // bm)  # noqa: E731
 
-    def grid_for(bm):
+    def grid_for(bm, ws):
         if not persistent:
             return launch_grid(B * H, LQ, bm)
         if kernels.BUILT_INTERPRETED:
             return (min(n_tiles(bm), PERSISTENT_PROGRAMS_INTERPRETED),)
-        return (min(n_tiles(bm), _sm_count(q.device) * PERSISTENT_PROGRAMS_PER_SM.get(bm, 1)),)
+        return (min(n_tiles(bm), _sm_count(q.device) * persistent_programs_per_sm(bm, ws)),)
 
     if fixed is not None:
         (bm, bn, warps, stages), _ = fixed
@@ -716,12 +728,12 @@ def _forward_fa3(q, k, v, out, lse, align, scale, cap, precision, config, varian
         nargs = dict(Q=descs[0], K=descs[1], V=descs[2], Out=descs[3], BLOCK_M=bm, BLOCK_N=bn, **meta)
         _set_block_shapes(nargs)
         extra = {} if kernels.BUILT_INTERPRETED else dict(num_warps=warps, num_stages=stages)
-        kernels.attn_fwd_fa3[grid_for(bm)](*args, **meta, WARP_SPECIALIZE=ws, BLOCK_M=bm, BLOCK_N=bn, **extra)
+        kernels.attn_fwd_fa3[grid_for(bm, ws)](*args, **meta, WARP_SPECIALIZE=ws, BLOCK_M=bm, BLOCK_N=bn, **extra)
     else:
         tuner = _fa3_tuner(variant)
         if key + (variant,) not in TUNED:
             compile_ahead((tuner, args, meta))
-        tuner[lambda META: grid_for(META["BLOCK_M"])](*args, **meta)
+        tuner[lambda META: grid_for(META["BLOCK_M"], META["WARP_SPECIALIZE"])](*args, **meta)
         best = tuner.best_config
         TUNED[key + (variant,)] = (best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"], best.num_warps,
                                    best.num_stages)
