@@ -92,7 +92,7 @@ def test_the_page_has_a_section_per_run_and_a_narrow_table_per_setting(tmp_path,
     assert [h for h, _, _ in sections] == ["NVIDIA H100 80GB HBM3"] + ["Tesla T4"] * 2
     _, facts, tables = sections[0]
     assert facts.split(" · ")[:4] == ["2026-11-26", {"en": "measured by the maintainers", "zh": "维护者实测"}[lang],
-                                      f"{WORDS['commit'][lang]} `c2ef7af`", "torch 2.11.0, triton 3.6.0"]
+                                      f"{WORDS['commit'][lang]} `c2ef7af-dirty`", "torch 2.11.0, triton 3.6.0"]
     assert "bfloat16" in facts and "989 TFLOP/s" in facts          # the run's dtype and its datasheet peak
     menu = WORDS["menu"][lang]
     settings = [menu.format(d=d, c=WORDS[c][lang]) for d, c in ((64, "full"), (64, "causal"), (128, "full"))]

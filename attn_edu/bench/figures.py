@@ -129,7 +129,8 @@ def landscape_figure(recorded: Optional[Iterable[Dict[str, Any]]] = None, d: int
     FlashAttention-2/-3 numbers (markers labelled "published", with their citation) and
     the published per-length sweeps (:data:`attn_edu.bench.PUBLISHED_SWEEPS`, lines).
     ``recorded``: GPU sweep documents (``recorded_results("cuda")``), drawn with their
-    device label; CPU documents are refused."""
+    device label; CPU documents are refused, and those of another head dimension or causal
+    (another FLOP count) are left out: the figure is one ``d``, not causal."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -163,6 +164,8 @@ def landscape_figure(recorded: Optional[Iterable[Dict[str, Any]]] = None, d: int
     for doc in recorded or []:
         if doc.get("device", {}).get("kind") != "cuda" or doc.get("dry_run"):
             raise ValueError(f"landscape_figure draws GPU measurements only; got {document_label(doc)}")
+        if doc.get("config", {}).get("d") != d or doc.get("config", {}).get("causal"):
+            continue
         for impl in sorted({r["impl"] for r in doc["results"] if r.get("tflops")}):
             rs = sorted((r for r in doc["results"] if r["impl"] == impl and r.get("tflops")),
                         key=lambda r: r["n"])
@@ -172,9 +175,10 @@ def landscape_figure(recorded: Optional[Iterable[Dict[str, Any]]] = None, d: int
         height=720, legend=dict(font_size=10, orientation="h", yanchor="top", y=-0.14, x=0),
         margin=dict(l=60, r=20, t=60, b=40),
         title=dict(text=f"Attention on GPUs, d = {d}, 16-bit: models and published numbers<br>"
-                        "(forward unless labelled backward; none measured here)", font_size=13),
+                        "(forward unless labelled backward; measured lines: recorded runs, not causal)",
+                   font_size=13),
         xaxis=dict(type="log", title="sequence length n", tickvals=list(ns), ticktext=[str(n) for n in ns]),
-        yaxis=dict(type="log", title="TFLOP/s (4n²d per head / time)",
+        yaxis=dict(type="log", title="TFLOP/s (4BHn²d / time)",
                    tickvals=[50, 100, 200, 300, 500, 700, 1000]))
     return fig
 

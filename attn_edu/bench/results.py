@@ -40,7 +40,7 @@ WORDS: Dict[str, Dict[str, str]] = {
                "zh": "正确性检查在此 GPU 上未通过：不显示速度"},
     "no peak": {"en": "no datasheet", "zh": "无数据手册"},
     "x": {"en": "sequence length n", "zh": "序列长度 n"},
-    "y": {"en": "TFLOP/s (4n²d per head / time)", "zh": "TFLOP/s（每头 4n²d / 时间）"},
+    "y": {"en": "TFLOP/s (4BHn²d / time; 2BHn²d causal)", "zh": "TFLOP/s（4BHn²d / 时间；因果时 2BHn²d）"},
     "title": {"en": "Attention forward on every GPU the book has seen", "zh": "本书见过的每块 GPU 上的注意力前向"},
     "menu": {"en": "d = {d}, {c}", "zh": "d = {d}，{c}"},
     "causal": {"en": "causal", "zh": "因果"}, "full": {"en": "not causal", "zh": "非因果"},
@@ -77,6 +77,12 @@ def _at(rows: Sequence[Dict[str, Any]], n: int) -> Optional[float]:
     return max(vals) if vals else None
 
 
+def _commit(doc: Dict[str, Any]) -> str:
+    """The document's commit, short, with git's ``-dirty`` where it had uncommitted changes."""
+    commit = str(doc.get("git_commit") or "")[:7]
+    return commit + "-dirty" if commit and doc.get("git_dirty") else commit
+
+
 def results_table(runs: Sequence[Dict[str, Any]], lang: str = "en") -> List[List[str]]:
     """One row per (run, d, causal, implementation), in :data:`WORDS` ``columns`` order."""
     table = []
@@ -86,7 +92,7 @@ def results_table(runs: Sequence[Dict[str, Any]], lang: str = "en") -> List[List
             doc = (run["documents"] or [{}])[0]
             table.append([str(run.get("gpu") or doc.get("device", {}).get("name", "?")), who,
                           _w("failed", lang), "", "", "", "", "", "", "", str(doc.get("date", ""))[:10],
-                          str(doc.get("git_commit") or "")[:7]])
+                          _commit(doc)])
             continue
         for doc in sorted(run["documents"], key=lambda d: (d["config"].get("d", 0), bool(d["config"].get("causal")))):
             cfg, dev = doc["config"], doc["device"]
@@ -101,7 +107,7 @@ def results_table(runs: Sequence[Dict[str, Any]], lang: str = "en") -> List[List
                 table.append([dev["name"], who, str(cfg.get("dtype")), str(cfg.get("d")),
                               _w("yes" if cfg.get("causal") else "no", lang), impl,
                               f"{t4k:.0f}" if t4k else "", f"{t16k:.0f}" if t16k else "", share, versions,
-                              str(doc.get("date", ""))[:10], str(doc.get("git_commit") or "")[:7]])
+                              str(doc.get("date", ""))[:10], _commit(doc)])
     return table
 
 
