@@ -114,6 +114,9 @@ def _known(text: str, entries: set) -> bool:
     return text in entries or io.skeleton(text)[0] in entries
 
 
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
 def extract(only) -> int:
     catalogs = {p.stem: _read(p) for p in sorted(LC.glob("outputs*.po"))}
     known = {m.id for c in catalogs.values() for m in c if m.id} | set(io.catalog("zh"))
@@ -122,8 +125,8 @@ def extract(only) -> int:
     for chapter, nb in executed_chapters(only):
         for figures in (False, True):
             for cell, text in chapter_strings(nb, figures):
-                if not io.english_words(text) or _known(text, known):
-                    continue
+                if not io.english_words(text) or _known(text, known) or _HAN.search(text):
+                    continue  # nothing to translate, translated, or already Chinese (a stand-in's words)
                 key, numbers = io.skeleton(text)
                 key = key if numbers else text
                 wanted.setdefault(key, {}).setdefault(chapter, []).append(cell)
