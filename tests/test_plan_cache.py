@@ -28,7 +28,7 @@ def test_cached_split_choice_equals_the_search_at_the_true_length_over_a_grid():
     for args in grid + grid:  # the second pass is answered from the cache
         assert dt.choose_num_splits(*args) == search(*args), args
     # filed by the number of key blocks: lengths with as many blocks share one entry
-    keys = {(p, -(-lk // bk), bk, sms, m) for p, lk, bk, sms, m in grid}
+    keys = {(p, -(-lk // bk), sms, m) for p, lk, bk, sms, m in grid}
     info = dt._best_num_splits.cache_info()
     assert len(keys) < len(grid) and info.currsize == len(keys) and info.hits >= len(grid)
     # the docstring's example: 8 programs on 132 SMs, 16 splits (one full wave), not 17

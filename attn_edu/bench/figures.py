@@ -164,7 +164,8 @@ def landscape_figure(recorded: Optional[Iterable[Dict[str, Any]]] = None, d: int
     for doc in recorded or []:
         if doc.get("device", {}).get("kind") != "cuda" or doc.get("dry_run"):
             raise ValueError(f"landscape_figure draws GPU measurements only; got {document_label(doc)}")
-        if doc.get("config", {}).get("d") != d or doc.get("config", {}).get("causal"):
+        cfg = doc.get("config", {})
+        if cfg.get("d") != d or cfg.get("causal"):
             continue
         for impl in sorted({r["impl"] for r in doc["results"] if r.get("tflops")}):
             rs = sorted((r for r in doc["results"] if r["impl"] == impl and r.get("tflops")),

@@ -279,16 +279,16 @@ def choose_num_splits(programs: int, lk: int, block_k: int, num_sms: int, max_sp
     block_k = _checks.check_length("block_k", block_k, minimum=1)
     num_sms = _checks.check_length("num_sms", num_sms, minimum=1)
     max_splits = _checks.check_length("max_splits", max_splits, minimum=1)
-    return _best_num_splits(programs, -(-lk // block_k), block_k, num_sms, max_splits)
+    return _best_num_splits(programs, -(-lk // block_k), num_sms, max_splits)
 
 
 @plan_cache
-def _best_num_splits(programs: int, key_blocks: int, block_k: int, num_sms: int, max_splits: int) -> int:
+def _best_num_splits(programs: int, key_blocks: int, num_sms: int, max_splits: int) -> int:
     """:func:`choose_num_splits` on checked ints, decided once per key. The model reads keys
     in whole blocks (a chunk starts on a ``block_k`` boundary, so ``chunk_size(lk, s,
     block_k) = block_k * ceil(key_blocks / s)`` for every ``lk`` with that many blocks): the
-    key holds the number of key blocks, not ``lk``. A cache that grows by a key each step
-    searches again once every ``block_k`` steps, not on every step; the search models up to
+    key holds the number of key blocks, neither ``lk`` nor ``block_k``. A cache that grows
+    by a key each step searches again once every ``block_k`` steps; the search models up to
     ``max_splits`` candidates (0.34 ms of Python at 64k keys on an H100's host when it called
     :func:`attn_edu.decoding.split_waves`, with its checks, for each)."""
     candidates = range(1, min(max(1, key_blocks), max_splits) + 1)
@@ -322,7 +322,7 @@ def _decode_plan(capability: Optional[Tuple[int, int]], num_sms: int, dtype_name
     ``MAX_SPLITS``."""
     dot_precision, cfg, block_m, row_blocks = _decode_config(capability, dtype_name, precision, group, LQ, DK, DV)
     if num_splits is None:
-        num_splits = _best_num_splits(B * HKV * row_blocks, -(-LK // cfg.block_k), cfg.block_k, num_sms, MAX_SPLITS)
+        num_splits = _best_num_splits(B * HKV * row_blocks, -(-LK // cfg.block_k), num_sms, MAX_SPLITS)
     elif num_splits > MAX_SPLITS:
         raise ValueError(f"num_splits must be at most {MAX_SPLITS}; got {num_splits}")
     return dot_precision, cfg, block_m, row_blocks, num_splits, chunk_size(LK, num_splits, cfg.block_k)
