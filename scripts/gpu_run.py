@@ -27,7 +27,9 @@ second command where the first one stopped):
 ``measure-NAME``
     The measurements we do not have yet: ``python -m attn_edu.bench --measure NAME``,
     NAME in :data:`MEASUREMENTS` (backward, forward against cuDNN, causal at d = 128, host
-    time, decode eager against graph replay, peak memory, and last the forward's ladder from
+    time, decode eager against graph replay, the goals' calls profiled -- host time by whose
+    code spent it, and Nsight Compute's reading of their kernels where the GPU's counters can
+    be read (``profile``, about a minute) --, peak memory, and last the forward's ladder from
     FlashAttention-2 to -3, ``fa3_ladder``: five variants autotuned each, so its first run
     compiles some 270 kernels on an H100, each key's in parallel threads before its autotuner
     times them (``attn_edu.kernels._compile_ahead``); give the command a ``--deadline`` that
@@ -88,7 +90,8 @@ DEFAULT_DEADLINE_S = 540
 MIN_STEP_S = 10
 #: the executed notebooks of one chapters step, compressed (what a GPU lease returns: 16 MiB a file)
 ARTIFACT_CAP_BYTES = 16 * 2**20
-MEASUREMENTS = ("backward", "forward_cudnn", "causal_d128", "host_time", "decode_graph", "memory", "fa3_ladder")
+MEASUREMENTS = ("backward", "forward_cudnn", "causal_d128", "host_time", "decode_graph", "profile", "memory",
+                "fa3_ladder")
 #: the dry run's chapter (short) and how many of its code cells run: six as it is (the setup,
 #: the imports, a figure), the first one (the setup) under the T4 profile
 DRY_CHAPTER, DRY_CELLS = "01_soft_lookup", {None: 6, "t4": 1}

@@ -48,8 +48,9 @@ def test_every_measure_has_a_kind_and_sizes():
     for name, sizes in bench.MEASURE_SIZES.items():
         dry = sizes["dry_run"]
         assert dry["n"] == NS and dry["d"] == (16,) and dry["heads"] == 1, name  # interpreted: tiny
-        # (the FA3 ladder times its steps at one long n, 8192: the lengths are the sweep's job)
-        assert len(sizes["gpu"]["n"]) > 1 or name == "fa3_ladder", name
+        # (the FA3 ladder times its steps, and the profile reads the goals' calls, at one long n,
+        # 8192: the lengths are the sweeps' job)
+        assert len(sizes["gpu"]["n"]) > 1 or name in ("fa3_ladder", "profile"), name
         assert not set(dry["n"]) & set(sizes["gpu"]["n"]), name
     mem = bench.MEASURE_SIZES["memory"]
     assert len(mem["dry_run"]["decode_n"]) == 1 < len(mem["gpu"]["decode_n"])
@@ -81,7 +82,7 @@ def test_a_gpu_run_measures_every_length_and_a_dry_run_one(monkeypatch, name):
         assert bench.run_measure(name, dry_run=dry, stream=quiet)[1] == 0
     sizes = bench.MEASURE_SIZES[name]
     assert seen[False] == (tuple(sizes["gpu"]["n"]), sizes["gpu"])
-    assert len(seen[False][0]) > 1 or name == "fa3_ladder"  # the ladder: one long n, as above
+    assert len(seen[False][0]) > 1 or name in ("fa3_ladder", "profile")  # one long n, as above
     assert seen[True] == (NS, sizes["dry_run"])
     bench.run_measure(name, dry_run=True, n=[32, 64], stream=quiet)
     assert seen[True][0] == (32, 64)
@@ -328,3 +329,23 @@ def test_a_point_whose_inputs_fail_fails_its_unfinished_rows_and_keeps_them():
         with measure._timed_point(None, doc, {"a": {"impl": "a"}}, calls, 1.0):
             raise KeyboardInterrupt
     assert [r["impl"] for r in doc["results"]] == ["a"] and calls == {}
+
+
+@pytest.mark.triton
+@pytest.mark.slow  # reads the GPU run's dry run (conftest's gpu_dry_run)
+def test_the_profile_takes_each_goals_call_apart_and_says_why_ncu_did_not_run(dry_runs):
+    _, doc, text = dry_runs("profile")
+    rows = {(r["part"], r["impl"]): r for r in doc["results"]}
+    assert {("forward_d16", "triton"), ("causal_d16", "triton"), ("backward_d16", "triton_two_kernels"),
+            ("backward_d16", "triton_atomic_dq"), ("decode", "triton_split_kv"), ("decode", "torch_sdpa"),
+            ("block_sparse", "block_sparse"), ("block_sparse", "triton")} <= set(rows)
+    for (part, impl), r in rows.items():
+        host = r["host"]
+        assert host["calls"] == bench.MEASURE_SIZES["profile"]["dry_run"]["calls"]
+        spent = {o: p["python_us"] + p["c_us"] for o, p in host["owners"].items()}
+        assert sum(spent.values()) == pytest.approx(host["profiled_us"])
+        if impl.startswith("triton") or impl == "block_sparse":   # the interpreter: Triton's Python
+            assert max(spent, key=spent.get) == "triton", (part, impl, spent)
+    assert 0 < rows["block_sparse", "block_sparse"]["tile_density"] < 1
+    assert "a dry run on the CPU" in doc["skipped"]["ncu"] and "ncu" not in doc
+    assert "host " in text and "us/call; profiled:" in text

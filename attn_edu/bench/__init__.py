@@ -50,6 +50,8 @@ One module per part, all reachable from here (``attn_edu.bench.X``):
   the backward, the forward against cuDNN, causal at d = 128, host time, CUDA graphs, memory);
 * ``attn_edu.bench.host`` -- the package's own Python time per Triton call on the CPU, the
   launches stubbed, before and after the launch decisions' caches (``--host-overhead``);
+* ``attn_edu.bench.diagnose`` -- why a call is slow: its host time split by whose code spent it
+  (cProfile), and Nsight Compute's reading of its kernels (``--measure profile``);
 * ``attn_edu.bench.compile_time`` -- a first autotuned call's compiles for an H100, in series
   against ahead in parallel threads, timed on the CPU (``--compile-ahead``);
 * ``attn_edu.bench.published`` -- published GPU numbers (cited) and the roofline model;
@@ -62,7 +64,7 @@ One module per part, all reachable from here (``attn_edu.bench.X``):
 """
 from __future__ import annotations
 
-from . import block_sparse, check, cli, compile_time, decode, env, figures, goals, host, measure, published, registry, results, submission, sweep, validate
+from . import block_sparse, check, cli, compile_time, decode, diagnose, env, figures, goals, host, measure, published, registry, results, submission, sweep, validate
 from .block_sparse import *  # noqa: F401,F403  (each module's __all__)
 from .check import *  # noqa: F401,F403
 from .decode import *  # noqa: F401,F403
@@ -72,6 +74,7 @@ from .figures import *  # noqa: F401,F403
 from .goals import *  # noqa: F401,F403
 from .measure import *  # noqa: F401,F403
 from .host import *  # noqa: F401,F403
+from .diagnose import *  # noqa: F401,F403
 from .compile_time import *  # noqa: F401,F403
 from .published import *  # noqa: F401,F403
 from .registry import *  # noqa: F401,F403
@@ -82,6 +85,7 @@ from .validate import *  # noqa: F401,F403
 
 __all__ = (registry.__all__ + env.__all__ + sweep.__all__ + goals.__all__
            + block_sparse.__all__ + check.__all__ + decode.__all__ + measure.__all__ + host.__all__
+           + diagnose.__all__
            + compile_time.__all__
            + published.__all__
            + figures.__all__ + validate.__all__ + submission.__all__
@@ -140,3 +144,11 @@ MEASURES = measure.MEASURES
 MEASURE_SIZES = measure.MEASURE_SIZES
 #: How the ``backward`` measurement counts FLOPs, 2.5 x the forward (``attn_edu.bench.measure``).
 BACKWARD_FLOP_FORMULA = measure.BACKWARD_FLOP_FORMULA
+#: Whose code a host profile splits a call's time by (``attn_edu.bench.diagnose``).
+OWNERS = diagnose.OWNERS
+#: The Nsight Compute sections ``--measure profile`` collects (``attn_edu.bench.diagnose``).
+NCU_SECTIONS = diagnose.NCU_SECTIONS
+#: The kernel launched before each profiled call, where one call's kernels begin (``attn_edu.bench.diagnose``).
+MARKER = diagnose.MARKER
+#: What a kernel's summary keeps of ncu's sections, (key, ncu's metric name) (``attn_edu.bench.diagnose``).
+SUMMARY_METRICS = diagnose.SUMMARY_METRICS

@@ -43,6 +43,14 @@ document is written again after every point, so a run cut short keeps what it me
   the block-sparse kernel (a causal sliding window, its plan built once) beside the dense
   Triton forward and SDPA (``part: "block_sparse"``), and of every decode implementation
   (``part: "decode"``).
+* ``profile`` -- the calls behind the GPU goals at one length (n = 8192; decode over
+  ``decode_scale`` times n keys, 16k): the
+  Triton forward beside SDPA's cuDNN and flash at d = 64 and 128 and causal at 64, both backward
+  schedules, the split-KV decode step and the block-sparse kernel (a causal window of 512, density
+  about 1/16). Each row has the GPU's time, the host's time per call taken apart by whose code
+  spent it (:func:`attn_edu.bench.diagnose.host_breakdown`), ``launch_bound``, and where Nsight
+  Compute reads the GPU's counters ``kernels``: each kernel's duration, throughputs against the
+  peaks, occupancy, registers and stall reasons (attn_edu/bench/_profile_measure.py).
 
 Sizes: :data:`MEASURE_SIZES` (``"gpu"``: B = 4, H = 16, n = 4k-16k, d = 64 and 128 in the
 GPU's half type; ``"dry_run"``: the CPU through Triton's interpreter, float32, d = 16, one
@@ -57,17 +65,22 @@ length, the others measured), it passes ``n`` (``--n``).
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import profiling
 from ..kernels._interpret import requested as interpret_requested
+from ._measure_kit import (CAUSAL_SDPA as _CAUSAL_SDPA, FORWARD_SDPA as _FORWARD_SDPA, Run as _Run,
+                           backward_call as _backward_call, backward_forwards as _backward_forwards,
+                           config as _config, document as _document, failed as _failed,
+                           print_row as _print_row, save as _save, sdpa_names as _sdpa_names, skip as _skip,
+                           timed_point as _timed_point)
+from ._profile_measure import measure_profile
 from .decode import DECODE_IMPLS, decode_sweep
-from .env import SDPA_BACKENDS, cpu_threads, environment, gpu_half_dtype, sdpa_refusal
+from .env import SDPA_BACKENDS, gpu_half_dtype
 from .goals import cuda_available
 from .registry import BenchConfig, ImplUnavailable, impl_names, make_inputs
-from .sweep import FLOP_FORMULA, SCHEMA, failure_reason, run_sweep, save_results
+from .sweep import FLOP_FORMULA, run_sweep
 
 __all__ = ["MEASURES", "MEASURE_SIZES", "BACKWARD_FLOP_FORMULA", "run_measure"]
 
@@ -81,6 +94,8 @@ MEASURES: Dict[str, str] = {
     "memory": "peak memory above the inputs of the block-sparse kernel and of decoding",
     "fa3_ladder": "the forward's ladder from FlashAttention-2 to -3 (host TMA, wide tiles, warp specialization, "
                   "persistent causal order), each step beside SDPA cuDNN and flash, causal and not, interleaved",
+    "profile": "the calls behind the GPU goals, each timed, its host time taken apart by whose code spent it, and "
+               "its kernels read by Nsight Compute (ncu) where the GPU's counters can be read",
 }
 
 _LONG = (4096, 8192, 16384)
@@ -110,6 +125,11 @@ MEASURE_SIZES: Dict[str, Dict[str, Dict[str, Any]]] = {
                                kv_heads=1, decode_d=16)},
     "fa3_ladder": {"gpu": {"n": (8192,), "d": (64, 128), "batch": 4, "heads": 16, "repeat": 10, "warmup": 2},
                    "dry_run": dict(_DRY, dtype="float16")},
+    "profile": {"gpu": {"n": (8192,), "d": (64, 128), "batch": 4, "heads": 16, "repeat": 10, "warmup": 2,
+                        "calls": 50, "decode_scale": 2, "decode_heads": 32, "kv_heads": 8, "decode_d": 128,
+                        "sparse_batch": 1, "window": 512, "block_q": 128, "block_k": 64, "ncu_timeout": 300},
+                "dry_run": dict(_DRY, calls=3, decode_scale=1, decode_heads=2, kv_heads=1, decode_d=16, sparse_batch=1,
+                                window=16, block_q=16, block_k=16, ncu_timeout=300)},
 }
 #: How the ``backward`` rows count FLOPs (written into its document).
 BACKWARD_FLOP_FORMULA = (
@@ -120,32 +140,7 @@ BACKWARD_FLOP_FORMULA = (
     "seven matmuls, 7/5 of the count, its dQ kernel recomputing S and dP; atomic_dq does the five). "
     "tflops = flops / (median_ms * 1e-3) / 1e12"
 )
-#: SDPA's backends the backward and the forward measurements compare with.
-_BACKWARD_SDPA = ("flash", "cudnn")
-_FORWARD_SDPA = ("cudnn", "flash")
-_CAUSAL_SDPA = ("flash", "cudnn", "efficient")
 
-
-@dataclass
-class _Run:
-    """One measurement's settings, after the defaults of :data:`MEASURE_SIZES`."""
-
-    name: str
-    dry_run: bool
-    device: str
-    dtype: str
-    ns: Tuple[int, ...]
-    ds: Tuple[int, ...]
-    batch: int
-    heads: int
-    repeat: int
-    warmup: int
-    causal: bool
-    sizes: Dict[str, Any]
-    out: Optional[str]
-    command: Optional[str]
-    progress: Any
-    stream: Any
 
 
 def run_measure(name: str, dry_run: bool = False, out: Optional[str] = None,
@@ -174,7 +169,7 @@ def run_measure(name: str, dry_run: bool = False, out: Optional[str] = None,
                            "(torch.cuda.is_available() is False); --dry-run runs it on the CPU at tiny sizes")
     sizes = dict(MEASURE_SIZES[name]["dry_run" if dry_run else "gpu"])
     device = "cpu" if dry_run else "cuda"
-    run = _Run(name, bool(dry_run), device,
+    run = _Run(name, MEASURES[name], bool(dry_run), device,
                dtype or sizes.get("dtype") or ("float32" if dry_run else gpu_half_dtype(device)),
                tuple(n or sizes["n"]), tuple(d or sizes["d"]), batch or sizes["batch"], heads or sizes["heads"],
                sizes["repeat"] if repeat is None else repeat, sizes["warmup"] if warmup is None else warmup,
@@ -194,111 +189,6 @@ def run_measure(name: str, dry_run: bool = False, out: Optional[str] = None,
 
 
 # --------------------------------------------------------------------------- shared
-def _document(run: _Run, config: Dict[str, Any], **extra: Any) -> Dict[str, Any]:
-    env = environment(run.device)
-    if env["device"]["kind"] == "cpu":
-        env["device"]["threads"] = cpu_threads()
-    return {"schema": SCHEMA, "kind": run.name, "measure": MEASURES[run.name], "dry_run": run.dry_run, **env,
-            "command": run.command, "config": config, "repeat": run.repeat, "warmup": run.warmup, **extra,
-            "results": [], "skipped": {}}
-
-
-def _save(doc: Dict[str, Any], run: _Run) -> None:
-    if run.out:
-        save_results(doc, run.out)
-
-
-def _failed(row: Dict[str, Any], err: BaseException) -> Dict[str, Any]:
-    """Record why a point failed in its row (and give a GPU's memory back after an OOM)."""
-    row.update(error=f"{type(err).__name__}: {str(err)[:300]}", reason=failure_reason(err))
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    return row
-
-
-def _time_round(run: _Run, calls: Dict[str, Callable], rows: Dict[str, Dict[str, Any]], flops: float) -> None:
-    """Time ``calls`` side by side (interleaved) into their ``rows``; a round that fails (out
-    of memory while timing) marks every row of the round failed."""
-    if not calls:
-        return
-    try:
-        timings = profiling.time_interleaved_ms(calls, repeat=run.repeat, warmup=0, device=run.device)
-    except Exception as err:
-        for name in calls:
-            _failed(rows[name], err)
-        return
-    for name, t in timings.items():
-        rows[name].update(median_ms=t.median_ms, min_ms=t.min_ms, times_ms=list(t.times_ms),
-                          tflops=profiling.tflops(flops, t.median_ms), timer=t.method, host_median_ms=t.host_ms)
-
-
-def _fail_unfinished(rows: Dict[str, Dict[str, Any]], err: BaseException) -> None:
-    """Every row neither failed nor timed yet gets ``err`` (the inputs themselves failed)."""
-    for row in rows.values():
-        if "error" not in row and "median_ms" not in row:
-            _failed(row, err)
-
-
-@contextmanager
-def _timed_point(run: _Run, doc: Dict[str, Any], rows: Dict[str, Dict[str, Any]],
-                 calls: Dict[str, Callable], flops: float):
-    """``with _timed_point(...):`` one point of a side-by-side measurement: the block makes the
-    inputs and fills ``calls`` and ``rows``, then the calls are timed in one round
-    (:func:`_time_round`). An exception of the block or the round (the inputs themselves: out of
-    memory) fails every unfinished row and the run goes on; whatever happened, the calls (and
-    the tensors they hold) are let go and the rows join ``doc["results"]``."""
-    try:
-        yield
-        _time_round(run, calls, rows, flops)
-    except Exception as err:  # the inputs themselves (out of memory)
-        _fail_unfinished(rows, err)
-    finally:
-        calls.clear()
-        doc["results"].extend(rows.values())
-
-
-def _skip(doc: Dict[str, Any], what: str, why: str, d: Optional[int] = None) -> None:
-    """``skipped[what]``; a reason that holds at one head dim only says which."""
-    why = why if d is None else f"d={d}: {why}"
-    old = doc["skipped"].get(what)
-    doc["skipped"][what] = why if old is None or why in old else f"{old}; {why}"
-
-
-def _print_row(r: Dict[str, Any], stream) -> None:
-    where = "  ".join(f"{k}={r[k]}" for k in ("part", "d", "n", "batch", "context") if r.get(k) is not None)
-    where += "  causal" if r.get("causal") is True and "variant" in r else ""
-    if "error" in r:
-        print(f"  {r['impl']:24s} {where}  {r.get('reason', 'error').upper()} {r['error'][:120]}", file=stream)
-        return
-    got = [f"{r['median_ms']:10.3f} ms"] if r.get("median_ms") is not None else []
-    if r.get("tflops") is not None:
-        got.append(f"{r['tflops']:9.3g} TFLOP/s")
-    if r.get("host_median_ms") is not None and r.get("part") is None:
-        got.append(f"host {r['host_median_ms']:.3f} ms")
-    if r.get("graph_median_ms") is not None:
-        got.append(f"graph {r['graph_median_ms']:.4f} ms")
-    elif r.get("graph_note"):
-        got.append(f"graph: {r['graph_note'][:60]}")
-    if r.get("peak_bytes") is not None:
-        got.append(f"peak {r['peak_bytes'] / 2**20:.3f} MiB")
-    print(f"  {r['impl']:24s} {where}  " + "  ".join(got), file=stream)
-
-
-def _sdpa_names(run: _Run, doc: Dict[str, Any], backends: Sequence[str], d: int,
-                backward: bool = False) -> List[str]:
-    """The registry names of the SDPA backends that run here at head dim ``d``; the others
-    go to ``skipped`` with PyTorch's reason."""
-    names = []
-    for b in backends:
-        why = sdpa_refusal(b, run.device, run.dtype, d, backward=backward)
-        if why is None:
-            names.append(f"torch_sdpa_{b}")
-        else:
-            _skip(doc, f"torch_sdpa_{b}", why, d if len(run.ds) > 1 else None)
-    return names
-
-
 def _sweeps(run: _Run, doc: Dict[str, Any], impls_at: Callable[[int], List[str]],
             config: BenchConfig, memory: bool = False, interleave: bool = True,
             part: Optional[str] = None) -> None:
@@ -325,46 +215,8 @@ def _sweeps(run: _Run, doc: Dict[str, Any], impls_at: Callable[[int], List[str]]
             break
 
 
-def _config(run: _Run, **kw: Any) -> BenchConfig:
-    return BenchConfig(batch=run.batch, heads=run.heads, d=run.ds[0], dtype=run.dtype, device=run.device, **kw)
-
 
 # --------------------------------------------------------------------------- backward
-def _backward_forwards(run: _Run, doc: Dict[str, Any], d: int) -> Dict[str, Tuple[Callable, Dict[str, Any]]]:
-    """``{name: (forward(q, k, v), row fields)}`` of the implementations whose backward is
-    timed at head dim ``d``; the others go to ``skipped``."""
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    fns: Dict[str, Tuple[Callable, Dict[str, Any]]] = {}
-    causal = run.causal
-    try:
-        from ..kernels import flash_triton
-    except ImportError as err:
-        _skip(doc, "triton", f"needs triton ({err})")
-    else:
-        for mode in flash_triton.BACKWARDS:
-            def forward(q, k, v, mode=mode):
-                return flash_triton.triton_attention(q, k, v, causal=causal, backward=mode)
-            fns[f"triton_{mode}"] = (forward, {"schedule": mode, "backend": None})
-    for name in _sdpa_names(run, doc, _BACKWARD_SDPA, d, backward=True):
-        kind = getattr(SDPBackend, SDPA_BACKENDS[name[len("torch_sdpa_"):]])
-
-        def forward(q, k, v, kind=kind):
-            with sdpa_kernel(kind):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        fns[name] = (forward, {"schedule": None, "backend": kind.name})
-    return fns
-
-
-def _backward_call(out, dout, leaves) -> Callable[[], None]:
-    """One timed backward: the inputs' gradients reset (no accumulation kernel), the graph kept."""
-    def call() -> None:
-        for x in leaves:
-            x.grad = None
-        out.backward(dout, retain_graph=True)
-    return call
-
 
 def _measure_backward(run: _Run) -> Dict[str, Any]:
     cfg = _config(run, causal=run.causal)
@@ -572,5 +424,5 @@ def _ladder_point(run: _Run, doc: Dict[str, Any], cfg: BenchConfig, n: int, sdpa
 _MEASURE_FNS: Dict[str, Callable[[_Run], Dict[str, Any]]] = {
     "backward": _measure_backward, "forward_cudnn": _measure_forward_cudnn, "causal_d128": _measure_causal_d128,
     "host_time": _measure_host_time, "decode_graph": _measure_decode_graph, "memory": _measure_memory,
-    "fa3_ladder": _measure_fa3_ladder,
+    "fa3_ladder": _measure_fa3_ladder, "profile": measure_profile,
 }

@@ -34,9 +34,10 @@ SCHEMA = "attn_edu.bench/1"
 #: ``correctness`` the kernels' check against float64 (``--correctness --out``) and
 #: ``ring_overlap`` a ring step's transfer timed against its compute on one GPU
 #: (``python -m attn_edu.distributed.overlap``, chapter 14), ``fa3_ladder`` the seventh
-#: measurement (the forward's FlashAttention-3 steps side by side).
+#: measurement (the forward's FlashAttention-3 steps side by side) and ``profile`` the eighth
+#: (the goals' calls: host time by owner, and ncu's reading of their kernels).
 KINDS = ("sweep", "goals", "block_sparse", "decode", "backward", "forward_cudnn", "causal_d128", "host_time",
-         "decode_graph", "memory", "correctness", "ring_overlap", "fa3_ladder")
+         "decode_graph", "memory", "correctness", "ring_overlap", "fa3_ladder", "profile")
 #: Where the recorded sweeps live (package data, plotted by chapters 08, 10 and 11); the
 #: environment variable ``ATTN_EDU_BENCH_DATA`` points the chapters at another folder
 #: (e.g. the output of ``bash scripts/gpu-bench.sh --dry-run DIR``).
