@@ -17,7 +17,9 @@ every number (with the spaces before it) is a numbered placeholder ``{0}``, ``{1
     "n = 2048: naive  16.00 MiB (16 workers)"  ->  "n ={0}: naive{1} MiB ({2} workers)"
 
 A catalog entry for the skeleton serves every run's numbers, and its translation may move the
-placeholders. A number is a run of digits (with ``,`` thousands, a fraction and an exponent)
+placeholders. Last, for a line that names a GPU or a version with its build (what a GPU runtime
+prints: ``Tesla T4``, ``torch 2.11.0+cu130``), the skeleton in which those are placeholders too
+(:data:`NAME`, ``skeleton(text, names=True)``), so one entry serves every GPU. A number is a run of digits (with ``,`` thousands, a fraction and an exponent)
 not glued to a letter, ``_`` or a digit before it: ``float32``, ``H100`` and ``sm_90a`` are
 names, not numbers. Leading and trailing spaces of the whole string are kept.
 
@@ -49,7 +51,7 @@ import re
 from ._optional import ipython_shell
 from .i18n import LANGUAGES, LOCALE_DIR, current_language
 
-__all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER", "TEXT_KEYS",
+__all__ = ["skeleton", "translate_text", "translate_lines", "catalog", "NUMBER", "NAME", "TEXT_KEYS",
            "plotly_strings", "translate_plotly", "ALLOWED_WORDS", "english_words", "neutral",
            "placeholder_problem", "CODE_OUTPUT_TAG", "META_KEY", "translate_html", "html_strings", "output_strings",
            "translate_output", "translate_cell_outputs", "figure_texts", "translated_figure",
@@ -66,6 +68,13 @@ NUMBER = re.compile(r"\s*(?:(?<![A-Za-z_\d.#])|(?<=(?<![A-Za-z])[x×]))[-+−]?(
 #: length and NumPy's padding inside it change with what was measured and its words do not
 NUMBER_LIST = re.compile(r"\s*(?<![A-Za-z_\d])\[(?=[^\]]*\d)(?:[\s\d.,:+\-−eE\[\]]|nan|inf)*\]")
 _TOKEN = re.compile(f"{NUMBER_LIST.pattern}|{NUMBER.pattern}")
+#: what the last lookup also counts as one placeholder, with the spaces before it: a GPU's name
+#: as ``torch.cuda.get_device_name`` gives it (a vendor's word, then up to a comma, colon,
+#: semicolon, bracket, `` x `` or the end: ``NVIDIA H100 80GB HBM3``) and a version with its
+#: build (``2.11.0+cu130``)
+NAME = re.compile(r"\s*(?:(?<![\w.])(?:NVIDIA|Tesla|Quadro|GeForce|AMD|Radeon)\b[^,;:()\[\]\n]*?"
+                  r"(?=\s*(?:[,;:()\[\]]|\s[x×]\s|$))|(?<![\w.])\d+\.\d+\.\d+(?:[+.\w-]*\w)?)")
+_NAMED = re.compile(f"{NAME.pattern}|{_TOKEN.pattern}")
 
 _merged: dict[str, dict[str, str]] = {}
 
@@ -76,13 +85,14 @@ def _check_lang(lang: object) -> str:
     return lang
 
 
-def skeleton(text: str) -> tuple[str, list[str]]:
+def skeleton(text: str, names: bool = False) -> tuple[str, list[str]]:
     """``text`` with each number or list of numbers (``NUMBER_LIST``), and the spaces
     before it, replaced by ``{0}``, ``{1}``, ..., and the numbers so replaced; braces already
-    in ``text`` are doubled (``str.format``)."""
+    in ``text`` are doubled (``str.format``). ``names=True``: each GPU name and version
+    (:data:`NAME`) is a placeholder too."""
     numbers: list[str] = []
     out, last = [], 0
-    for m in _TOKEN.finditer(text):
+    for m in (_NAMED if names else _TOKEN).finditer(text):
         if not m.group().strip():
             continue
         out.append(text[last:m.start()].replace("{", "{{").replace("}", "}}"))
@@ -157,14 +167,17 @@ def translate_text(text: str, lang: str | None = None) -> str:
     lead, tail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()):]
     if body in entries:
         return lead + entries[body] + tail
-    key, numbers = skeleton(body)
-    if numbers and key in entries:
-        try:
-            # (a number keeps the spaces before it: a translation that moves it first
-            # would start with them)
-            return lead + entries[key].format(*numbers).strip() + tail
-        except (IndexError, KeyError, ValueError):  # a broken entry shows the English
-            return text
+    for names in (False, True):
+        key, numbers = skeleton(body, names)
+        if numbers and key in entries:
+            try:
+                # (a number keeps the spaces before it: a translation that moves it first
+                # would start with them)
+                return lead + entries[key].format(*numbers).strip() + tail
+            except (IndexError, KeyError, ValueError):  # a broken entry shows the English
+                return text
+        if not NAME.search(body):
+            break
     return text
 
 

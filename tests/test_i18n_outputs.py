@@ -48,6 +48,88 @@ def test_skeleton_replaces_numbers_not_names():
     assert io.skeleton("{x} = 3") == ("{{x}} ={0}", [" 3"])
 
 
+def test_a_gpus_name_and_a_version_are_placeholders_of_the_last_lookup_only():
+    line = "torch 2.11.0+cu130, device cuda (NVIDIA H100 80GB HBM3, compute capability 9.0)"
+    assert io.skeleton(line)[0] == "torch{0}.0+cu130, device cuda (NVIDIA H100{1}GB HBM3, compute capability{2})"
+    assert io.skeleton(line, names=True) == ("torch{0}, device cuda ({1}, compute capability{2})",
+                                             [" 2.11.0+cu130", "NVIDIA H100 80GB HBM3", " 9.0"])
+    # a name ends at a comma, a bracket or " x "; a word that is no vendor's stays text
+    assert io.skeleton("measured on 2 x Tesla T4, overlap=True: 9.5 ms", names=True) == \
+        ("measured on{0} x{1}, overlap=True:{2} ms", [" 2", " Tesla T4", " 9.5"])
+    assert io.skeleton("Teslas and NVIDIAN words, 3", names=True)[0] == "Teslas and NVIDIAN words,{0}"
+
+
+def test_an_entry_for_a_gpu_line_serves_every_gpu(monkeypatch):
+    monkeypatch.setitem(io._merged, "zh", {"measured on{0}, n ={1}: compute{2} ms": "在{0} 上测得，n ={1}：计算{2} ms",
+                                           "NVIDIA H100{0}GB HBM3 (GPU)": "NVIDIA H100{0}GB HBM3（GPU）"})
+    for gpu in ("Tesla T4", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"):
+        assert io.translate_text(f"measured on {gpu}, n = 4096: compute 1.25 ms", "zh") == \
+            f"在 {gpu} 上测得，n = 4096：计算 1.25 ms"
+    # an entry keyed the first way still wins (the recorded runs' lines, built on the CPU)
+    assert io.translate_text("NVIDIA H100 80GB HBM3 (GPU)", "zh") == "NVIDIA H100 80GB HBM3（GPU）"
+
+
+#: Lines the chapters print only on a GPU (their ``if GPU:`` branches), as a T4 and an H100
+#: print them; the CPU build never shows them, so ``zh_outputs.py extract`` cannot find them
+GPU_LINES = [
+    "skipped: none", "torch_naive  memory exponent 2.01", "torch_sdpa   memory exponent 1.00",
+    "torch_flash  memory exponent 1.02", "triton       memory exponent 1.00",
+    "16 heads, d = 64, float16, on Tesla T4 (GPU), 2026-12-02",
+    "16 heads, d = 64, bfloat16, on NVIDIA H100 80GB HBM3 (GPU), 2026-12-02",
+    "GPU, n = 4096: naive    64.0 MiB, tiled    4.1 MiB",
+    "torch 2.11.0+cu130, device cuda (Tesla T4, compute capability 7.5)",
+    "torch 2.9.0+cu126, device cuda (NVIDIA H100 80GB HBM3, compute capability 9.0)",
+    "Tesla T4, n=4096, d=64, our kernel: non-causal 12.31 ms, causal 7.02 ms, so causal is 1.75x faster "
+    "(the skipped tiles allow less than 2x)",
+    "tiles the autotuner tries on this GPU at d = 64 (Triton 3.6.0 here):",
+    "tiles the autotuner tries on this GPU at d = 64 (Triton not installed here):",
+    "naive (matmul-softmax-matmul) at n=16384: skipped, it would not fit in this GPU's memory",
+    "tiled PyTorch (ch. 09) at n=65536: skipped, it would not fit in this GPU's memory",
+    "Triton (ours) at n=65536: skipped, it would not fit in this GPU's memory",
+    "SDPA efficient at n=65536: skipped, it would not fit in this GPU's memory",
+    "naive (matmul-softmax-matmul) at n=16384: failed, OutOfMemoryError",
+    "GPU, 8 heads, n = 16384, float32: PyTorch SDPA 10.52 ms, linear attention (torch) 1.31 ms",
+    "measured on NVIDIA H100 80GB HBM3, n = 4096: compute 0.21 ms, copy 0.05 ms, both 0.22 ms (hidden: 95%)",
+    "measured on 2 x NVIDIA H100 80GB HBM3, overlap=False: 12.3 ms per forward",
+    "measured on 2 x Tesla T4, overlap=True: 101.0 ms per forward",
+]
+
+
+def _gpu_print_literals():
+    """The literal words of every ``print`` in a chapter's GPU-only branch (scripts/gpu_run.py
+    finds the branches): (chapter, cell, the longest literal piece with English words)."""
+    import ast
+
+    import gpu_run
+
+    found = {}
+    exec(gpu_run.GPU_BRANCHES, found)
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            for _, body, _ in found["gpu_branches"](ast.parse("".join(cell["source"]))):
+                for node in (n for stmt in body for n in ast.walk(stmt)):
+                    if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print"):
+                        continue
+                    pieces = [c.value for a in node.args for c in ast.walk(a)
+                              if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+                    pieces = [p.strip() for p in pieces if io.english_words(p)]
+                    if pieces:
+                        yield path.name[:2], cell.get("id"), max(pieces, key=len)
+
+
+def test_every_line_a_chapter_prints_only_on_a_gpu_is_translated():
+    for line in GPU_LINES:
+        zh = io.translate_text(line, "zh")
+        assert zh != line and not io.english_words(io.NAME.sub("", zh)), (line, zh)   # a GPU's name stays
+    literals = list(_gpu_print_literals())
+    assert len(literals) >= 8   # the scan sees the branches (chapters 08, 09, 10, 12, 14)
+    for chapter, cell, piece in literals:
+        assert any(piece in line for line in GPU_LINES), \
+            f"chapter {chapter} cell {cell} prints {piece!r} only on a GPU: add the line to GPU_LINES, and its entry"
+
+
 def test_lookup_exact_then_skeleton_with_the_runs_numbers(catalog):
     assert io.translate_text("  attention weights ", "zh") == "  注意力权重 "
     assert io.translate_text("n = 512: naive  2.00 MiB", "zh") == "n =  512：朴素实现   2.00 MiB"
