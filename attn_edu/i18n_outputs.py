@@ -68,10 +68,10 @@ NUMBER = re.compile(r"\s*(?:(?<![A-Za-z_\d.#])|(?<=(?<![A-Za-z])[x×]))[-+−]?(
 #: length and NumPy's padding inside it change with what was measured and its words do not
 NUMBER_LIST = re.compile(r"\s*(?<![A-Za-z_\d])\[(?=[^\]]*\d)(?:[\s\d.,:+\-−eE\[\]]|nan|inf)*\]")
 _TOKEN = re.compile(f"{NUMBER_LIST.pattern}|{NUMBER.pattern}")
-#: what the last lookup also counts as one placeholder, with the spaces before it: a GPU's name
-#: as ``torch.cuda.get_device_name`` gives it (a vendor's word, then up to a comma, colon,
-#: semicolon, bracket, `` x `` or the end: ``NVIDIA H100 80GB HBM3``) and a version with its
-#: build (``2.11.0+cu130``)
+#: what the last lookup also counts as one placeholder (with the spaces before it), namely a
+#: GPU's name as ``torch.cuda.get_device_name`` gives it (a vendor's word, then up to a comma,
+#: colon, semicolon, bracket, `` x `` or the end, as in ``NVIDIA H100 80GB HBM3``) and a
+#: version with its build (``2.11.0+cu130``)
 NAME = re.compile(r"\s*(?:(?<![\w.])(?:NVIDIA|Tesla|Quadro|GeForce|AMD|Radeon)\b[^,;:()\[\]\n]*?"
                   r"(?=\s*(?:[,;:()\[\]]|\s[x×]\s|$))|(?<![\w.])\d+\.\d+\.\d+(?:[+.\w-]*\w)?)")
 _NAMED = re.compile(f"{NAME.pattern}|{_TOKEN.pattern}")
