@@ -310,7 +310,9 @@ def decode_bandwidth_figure(doc: dict, timing: str = "call"):
     """The bandwidth one decode step achieves (KV-cache bytes read / time) against the cache
     length, one line per implementation and batch size, from a
     :func:`attn_edu.bench.decode_sweep` document; the title names the device and date, and for
-    a recorded run who measured it (its ``measured_by``, :func:`attn_edu.bench.label`).
+    a recorded run who measured it (its ``measured_by``, :func:`attn_edu.bench.label`). A GPU
+    the datasheet table knows (:func:`attn_edu.decoding.match_gpu`) gets its published memory
+    bandwidth as a dashed line, the ceiling of a step that only reads its cache.
 
     ``timing="call"`` divides by the median time of an ordinary call (``median_ms``, launch
     overhead included: ``gb_per_s``); ``timing="graph"`` by the step's time replayed from a
@@ -341,6 +343,13 @@ def decode_bandwidth_figure(doc: dict, timing: str = "call"):
                         name=_("{impl}, batch {batch}").format(impl=impl, batch=batch),
                         line=dict(color=_COLOURS[impls.index(impl) % 8], dash="solid" if batch == 1 else "dot"))
     dev, cfg = doc["device"], doc.get("config", {})
+    key = decoding.match_gpu(dev["name"]) if dev.get("kind") == "cuda" else None
+    if key is not None:   # the ceiling: the GPU's published memory bandwidth
+        spec = decoding.GPU_TABLE[key]
+        fig.add_hline(y=spec.bandwidth / 1e9, line=dict(color="grey", dash="dash", width=1),
+                      annotation_text=_("{gpu} datasheet: {tb:.2f} TB/s").format(gpu=spec.name,
+                                                                                tb=spec.bandwidth / 1e12),
+                      annotation_position="bottom right")
     how = _("replayed from a CUDA graph") if timing == "graph" else _("one ordinary call")
     who = ""
     if doc.get("measured_by") in ("maintainers", "submitted"):   # a recorded run: who measured it

@@ -111,6 +111,11 @@ def test_decode_bandwidth_figure_plots_the_measured_rows_with_the_device():
            + [{"impl": "b", "batch": 8, "context": 1024, "error": "OutOfMemoryError"}]}
     fig = vd.decode_bandwidth_figure(doc)
     assert len(fig.data) == 1 and list(fig.data[0].x) == [1024, 4096] and list(fig.data[0].y) == [102.4, 409.6]
+    (ceiling,) = fig.layout.shapes   # the H100 SXM's published 3.35 TB/s, in the plot's GB/s
+    assert ceiling.y0 == ceiling.y1 == pytest.approx(3350.0)
+    assert fig.layout.annotations[0].text == "H100 SXM datasheet: 3.35 TB/s"
+    cpu = vd.decode_bandwidth_figure({**doc, "device": {"name": "NVIDIA H100 (a CPU run's label)", "kind": "cpu"}})
+    assert not cpu.layout.shapes   # no GPU, no ceiling
     assert "H100" in fig.layout.title.text and "cuda" in fig.layout.title.text and "2026-01-02" in fig.layout.title.text
     with pytest.raises(ValueError, match="no timed rows"):
         vd.decode_bandwidth_figure({**doc, "results": doc["results"][2:]})

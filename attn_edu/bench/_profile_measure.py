@@ -225,6 +225,7 @@ def _ncu(run: Run, doc: Dict[str, Any]) -> None:
             return
         info["exit_code"] = done.returncode
         said = info["output_tail"] = (done.stdout + done.stderr)[-3000:]
+        report = next((r for r in (report, report + ".ncu-rep") if os.path.exists(r)), report)
         if done.returncode or not os.path.exists(listing) or not os.path.exists(report):
             errors = [x for x in said.splitlines() if "==ERROR==" in x] or said.splitlines()[-3:]
             skip(doc, "ncu", f"ncu exited {done.returncode}: " + " | ".join(errors)[:400])
