@@ -70,10 +70,10 @@ NUMBER_LIST = re.compile(r"\s*(?<![A-Za-z_\d])\[(?=[^\]]*\d)(?:[\s\d.,:+\-−eE\
 _TOKEN = re.compile(f"{NUMBER_LIST.pattern}|{NUMBER.pattern}")
 #: what the last lookup also counts as one placeholder (with the spaces before it), namely a
 #: GPU's name as ``torch.cuda.get_device_name`` gives it (a vendor's word, then up to a comma,
-#: colon, semicolon, bracket, `` x `` or the end, as in ``NVIDIA H100 80GB HBM3``) and a
+#: colon, semicolon, parenthesis, `` x `` or the end, as in ``NVIDIA H100 80GB HBM3``) and a
 #: version with its build (``2.11.0+cu130``)
-NAME = re.compile(r"\s*(?:(?<![\w.])(?:NVIDIA|Tesla|Quadro|GeForce|AMD|Radeon)\b[^,;:()\[\]\n]*?"
-                  r"(?=\s*(?:[,;:()\[\]]|\s[x×]\s|$))|(?<![\w.])\d+\.\d+\.\d+(?:[+.\w-]*\w)?)")
+NAME = re.compile(r"\s*(?:(?<![\w.])(?:NVIDIA|Tesla|Quadro|GeForce|AMD|Radeon)\b[^,;:()\n]*?"
+                  r"(?=\s*(?:[,;:()]|\s[x×]\s|$))|(?<![\w.])\d+\.\d+\.\d+(?:[+.\w-]*\w)?)")
 _NAMED = re.compile(f"{NAME.pattern}|{_TOKEN.pattern}")
 
 _merged: dict[str, dict[str, str]] = {}

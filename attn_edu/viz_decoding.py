@@ -356,11 +356,14 @@ def decode_bandwidth_figure(doc: dict, timing: str = "call"):
         from .bench.figures import label
         from .i18n import current_language
 
-        who = ", " + label(doc["measured_by"], current_language())
+        who = "<br>" + label(doc["measured_by"], current_language())
+    top = max([g for _, g in rows] + ([spec.bandwidth / 1e9] if key is not None else []))
     fig.update_layout(
-        height=420, xaxis=dict(type="log", title=_("KV-cache length (tokens)")),
-        yaxis=dict(title=_("GB/s read from the KV cache ({how})").format(how=how)),
+        height=440 if who else 420, margin=dict(t=120) if who else None,
+        xaxis=dict(type="log", title=_("KV-cache length (tokens)")),
+        yaxis=dict(title=_("GB/s read from the KV cache"), range=[0, 1.08 * top]),
         title=(_("One decode step, measured on {gpu} ({kind}), {date}").format(
                    gpu=dev["name"], kind=dev["kind"], date=doc["date"][:10]) + "<br>"
-               f"H_q={cfg.get('heads')}, H_kv={cfg.get('kv_heads')}, d={cfg.get('d')}, {cfg.get('dtype')}{who}"))
+               f"H_q={cfg.get('heads')}, H_kv={cfg.get('kv_heads')}, d={cfg.get('d')}, {cfg.get('dtype')}, "
+               f"{how}{who}"))
     return fig

@@ -123,13 +123,14 @@ def test_decode_bandwidth_figure_plots_the_measured_rows_with_the_device():
     doc["results"][0].update(kv_bytes=8e9, graph_median_ms=2.0)   # 4,000 GB/s
     graph = vd.decode_bandwidth_figure(doc, timing="graph")
     assert len(graph.data) == 1 and list(graph.data[0].x) == [4096] and list(graph.data[0].y) == [4000.0]
-    assert "CUDA graph" in graph.layout.yaxis.title.text
+    assert "CUDA graph" in graph.layout.title.text and "CUDA graph" not in fig.layout.title.text
+    assert graph.layout.yaxis.range[1] >= 4000 and fig.layout.yaxis.range[1] >= 3350   # data and ceiling drawn
     with pytest.raises(ValueError, match="timing must be"):
         vd.decode_bandwidth_figure(doc, timing="wall")
     # a recorded run says who measured it (a live sweep, without measured_by, says nothing)
     assert "measured by" not in fig.layout.title.text and "submitted" not in fig.layout.title.text
     who = vd.decode_bandwidth_figure({**doc, "measured_by": "submitted"}).layout.title.text
-    assert who.endswith("<br>H_q=32, H_kv=8, d=128, bfloat16, submitted, not reproduced")
+    assert who.endswith("<br>H_q=32, H_kv=8, d=128, bfloat16, one ordinary call<br>submitted, not reproduced")
     assert "measured by the maintainers" in vd.decode_bandwidth_figure({**doc, "measured_by": "maintainers"}
                                                                      ).layout.title.text
     from attn_edu.i18n import language
