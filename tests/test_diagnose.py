@@ -83,6 +83,7 @@ def test_ncu_command_profiles_only_between_the_childs_start_and_stop():
     assert cmd[0] == "/opt/ncu" and cmd[-3:] == ["python", "-m", "x"]
     joined = " ".join(cmd)
     assert "--profile-from-start off" in joined and "--clock-control none" in joined
+    assert "--check-exit-code 0" in joined     # a child with one failed call still leaves its report
     assert all(f"--section {s}" in joined for s in dg.NCU_SECTIONS)
     assert "--export /tmp/r.ncu-rep" in joined
     assert dg.ncu_import_command("r.ncu-rep", "raw", "ncu") == ["ncu", "--import", "r.ncu-rep", "--csv", "--page",
@@ -103,19 +104,20 @@ def _fake_pages(calls: int, tmp_path: Path):
 
 def test_ncu_kernels_go_back_to_their_calls_with_units_and_stalls(tmp_path):
     details, raw = _fake_pages(3, tmp_path)
-    assert details.startswith("==PROF==")                  # not CSV: left out
+    assert details.startswith("==WARNING==")               # not CSV: left out
     assert len(dg.parse_ncu_csv(raw)) == 6                 # the units row left out too
     got = dg.ncu_kernels(details, raw, calls=[["a"], ["b"], ["c"]])
     assert got["problem"] is None and [k["name"] for k in got["kernels"]] == [f"fake_kernel_{c}" for c in range(3)]
     for c, ks in got["by_call"].items():
         (k,) = ks
         assert k["name"] == f"fake_kernel_{c}"
-        assert k["duration_ms"] == pytest.approx((1000 + 10 * c + 0.5) / 1e3)   # "1,020.5 usecond"
+        assert k["duration_ms"] == pytest.approx((1000 + 10 * c + 0.5) / 1e3)   # "1020.5 usecond"
         assert k["sm_throughput_pct"] == 61.25 and k["registers_per_thread"] == 168
         assert k["dynamic_shared_bytes"] == pytest.approx(98300)
-        assert list(k["stalls"]) == ["long_scoreboard", "barrier"]             # longest first, not_issued out
+        assert list(k["stalls"]) == ["long_scoreboard", "barrier", "not_selected"]  # longest first; not "selected"
+        assert k["issue_slots_busy_pct"] is None                                   # ncu's "n/a"
     # one marker short: the kernels are listed, but given to no call
-    short = "\n".join(line for line in details.splitlines() if not line.startswith('"0"'))
+    short = "\n".join(line for line in details.splitlines() if not line.startswith('"0"'))   # kernel 0: a marker
     lost = dg.ncu_kernels(short, raw, calls=[["a"], ["b"], ["c"]])
     assert lost["by_call"] == {} and "2 marker kernels" in lost["problem"] and len(lost["kernels"]) == 3
 
@@ -156,3 +158,24 @@ def test_an_ncu_that_cannot_read_the_counters_is_recorded_and_the_rest_kept(tmp_
     assert "LibraryNotLoaded" in doc["skipped"]["ncu"] and doc["ncu"]["exit_code"] == 1
     ran = [r for r in doc["results"] if "error" not in r]
     assert ran and all("kernels" not in r and r["host"]["calls"] == 3 for r in ran)
+
+
+def test_a_timed_out_ncu_is_ended_with_the_child_it_started(tmp_path):
+    """ncu's child is its own process: the timeout (or the GPU run's deadline) must end both,
+    or the child goes on using the GPU under the next step."""
+    import time
+
+    from attn_edu.bench import _profile_measure as pm
+
+    pid_file = tmp_path / "child.pid"
+    grandchild = "import time; time.sleep(60)"
+    parent = (f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', {grandchild!r}]); "
+              f"open({str(pid_file)!r}, 'w').write(str(p.pid)); print('started', flush=True); time.sleep(60)")
+    t0 = time.monotonic()
+    code, said = pm._run_whole([sys.executable, "-c", parent], dict(os.environ), timeout=3)
+    assert code is None and "started" in said and time.monotonic() - t0 < 30
+    pid = int(pid_file.read_text())
+    time.sleep(0.5)
+    status = Path(f"/proc/{pid}/status")
+    state = status.read_text().split("State:")[1].split()[0] if status.exists() else "gone"
+    assert state in ("gone", "Z", "X"), f"the child {pid} still runs: {state}"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +32,8 @@ from typing import Any, Callable, Dict, Iterator, List, Tuple
 from .. import profiling
 from ..masks import plan_tiles, sliding_window_mask
 from . import diagnose
-from ._measure_kit import FORWARD_SDPA, Run, backward_call, backward_forwards, config, document, failed, sdpa_names, skip
+from ._measure_kit import (FORWARD_SDPA, Run, backward_call, backward_forwards, config, document, failed, save,
+                           sdpa_names, skip)
 from .registry import build_impl, make_inputs
 
 __all__ = ["CHILD_ENV", "measure_profile"]
@@ -127,33 +129,49 @@ def _prepared(make: Callable[[], Any], row: Dict[str, Any], backward: bool) -> A
 
 
 def _child(run: Run, doc: Dict[str, Any], listing: str) -> Dict[str, Any]:
-    """ncu's child: each call once more after a marker kernel, between the profiler's start and stop."""
+    """ncu's child: each call once more after a marker kernel, between the profiler's start and
+    stop; the calls that ran are listed in ``listing`` as they run (a crash keeps the earlier)."""
     import torch
 
     cuda = run.device == "cuda"
-    ran: List[List[str]] = []
-    for part, fields, calls in _groups(run, doc):
-        for name, make in calls.items():
-            row = {"impl": name, "part": part, **fields}
-            call = _prepared(make, row, part.startswith("backward"))
-            if call is None:
-                doc["results"].append(row)
-                continue
+    ran: List[List[Any]] = []
+    Path(listing).write_text("[]")
+    for part, name, row, call in _ready_calls(run, doc):
+        started = False
+        try:
             call()
             if cuda:
                 torch.cuda.synchronize()
                 torch.cuda.profiler.start()
+                started = True
                 torch.cuda._sleep(1000)   # the marker: diagnose.MARKER
             t0 = time.perf_counter()
             call()
             if cuda:
                 torch.cuda.synchronize()
-                torch.cuda.profiler.stop()
             row["median_ms"] = row["min_ms"] = (time.perf_counter() - t0) * 1e3
-            doc["results"].append(row)
             ran.append([part, name, _length(row)])
-    Path(listing).write_text(json.dumps(ran))
+        except Exception as err:
+            failed(row, err)
+            if started:   # its marker is in the report: listed, so the markers still count the calls
+                ran.append([part, name, _length(row)])
+        finally:
+            if started:
+                torch.cuda.profiler.stop()
+        Path(listing).write_text(json.dumps(ran))
     return doc
+
+
+def _ready_calls(run: Run, doc: Dict[str, Any]) -> Iterator[Tuple[str, str, Dict[str, Any], Callable[[], Any]]]:
+    """``(part, impl, its row, its call)`` of every call, warmed up; each row joins ``doc`` (a
+    call that failed to warm up is a row with its error, and is not yielded)."""
+    for part, fields, calls in _groups(run, doc):
+        for name, make in calls.items():
+            row = {"impl": name, "part": part, **fields}
+            doc["results"].append(row)
+            call = _prepared(make, row, part.startswith("backward"))
+            if call is not None:
+                yield part, name, row, call
 
 
 def measure_profile(run: Run) -> Dict[str, Any]:
@@ -173,24 +191,19 @@ def measure_profile(run: Run) -> Dict[str, Any]:
     cuda = run.device == "cuda"
     sync = torch.cuda.synchronize if cuda else None
     try:
-        for part, fields, calls in _groups(run, doc):
-            for name, make in calls.items():
-                row = {"impl": name, "part": part, **fields}
-                doc["results"].append(row)
-                call = _prepared(make, row, part.startswith("backward"))
-                if call is None:
-                    continue
-                try:
-                    t = profiling.time_ms(call, repeat=run.repeat, warmup=run.warmup, device=run.device)
-                    row.update(median_ms=t.median_ms, min_ms=t.min_ms, timer=t.method, host_median_ms=t.host_ms)
-                    row["host"] = diagnose.host_breakdown(call, calls=s["calls"], sync=sync)
-                    row["launch_bound"] = (row["host"]["host_us"] * 1e-3 >= t.median_ms) if cuda else None
-                except Exception as err:
-                    failed(row, err)
-            del calls
+        for _, _, row, call in _ready_calls(run, doc):
+            try:
+                t = profiling.time_ms(call, repeat=run.repeat, warmup=run.warmup, device=run.device)
+                row.update(median_ms=t.median_ms, min_ms=t.min_ms, timer=t.method, host_median_ms=t.host_ms)
+                with torch.autograd.set_multithreading_enabled(False):   # the backward's launches
+                    row["host"] = diagnose.host_breakdown(call, calls=s["calls"], sync=sync)  # on this thread
+                row["launch_bound"] = (row["host"]["host_us"] * 1e-3 >= t.median_ms) if cuda else None
+            except Exception as err:
+                failed(row, err)
     except KeyboardInterrupt:
         doc["stopped"] = f"interrupted after {len(doc['results'])} rows"
         return doc
+    save(doc, run)   # the timed rows, whatever ncu does next
     try:
         _ncu(run, doc)
     except KeyboardInterrupt:   # the GPU run's deadline: the rows stay, without kernels
@@ -211,27 +224,22 @@ def _ncu(run: Run, doc: Dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "profile.ncu-rep")
         listing = os.path.join(tmp, "calls.json")
-        child = [sys.executable, "-m", "attn_edu.bench", "--measure", "profile",
-                 *(["--dry-run"] if run.dry_run else []), "--n", *map(str, run.ns),
-                 "--out", os.path.join(tmp, "child.json")]
-        cmd = diagnose.ncu_command(child, report, exe)
+        cmd = diagnose.ncu_command(_child_command(run, os.path.join(tmp, "child.json")), report, exe)
         info: Dict[str, Any] = {"executable": exe, "command": shlex.join(cmd[1:])}
         doc["ncu"] = info
-        try:
-            done = subprocess.run(cmd, env={**os.environ, CHILD_ENV: listing}, capture_output=True, text=True,
-                                  timeout=run.sizes["ncu_timeout"])
-        except subprocess.TimeoutExpired:
-            skip(doc, "ncu", f"ncu did not finish in {run.sizes['ncu_timeout']} s")
-            return
-        info["exit_code"] = done.returncode
-        said = info["output_tail"] = (done.stdout + done.stderr)[-3000:]
+        timeout = run.sizes["ncu_timeout"]
+        code, said = _run_whole(cmd, {**os.environ, CHILD_ENV: listing}, timeout)
+        info["exit_code"], info["output_tail"] = code, said[-3000:]
         report = next((r for r in (report, report + ".ncu-rep") if os.path.exists(r)), report)
-        if done.returncode or not os.path.exists(listing) or not os.path.exists(report):
+        if code is None or not os.path.exists(listing) or not os.path.exists(report):
             errors = [x for x in said.splitlines() if "==ERROR==" in x] or said.splitlines()[-3:]
-            skip(doc, "ncu", f"ncu exited {done.returncode}: " + " | ".join(errors)[:400])
+            why = f"ncu did not finish in {timeout} s" if code is None else f"ncu exited {code}, no report"
+            skip(doc, "ncu", f"{why}: " + " | ".join(errors)[:400])
             return
-        pages = {page: subprocess.run(diagnose.ncu_import_command(report, page, exe), capture_output=True,
-                                      text=True, timeout=120).stdout for page in ("details", "raw")}
+        pages = {}
+        for page in ("details", "raw"):
+            code, pages[page] = _run_whole(diagnose.ncu_import_command(report, page, exe),
+                                           {**os.environ, "LC_ALL": "C"}, 180, stderr=False)
         calls = json.loads(Path(listing).read_text())
     found = diagnose.ncu_kernels(pages["details"], pages["raw"], calls)
     info.update(kernels=len(found["kernels"]), problem=found["problem"])
@@ -244,3 +252,38 @@ def _ncu(run: Run, doc: Dict[str, Any]) -> None:
             rows[tuple(key)]["kernels"] = found["by_call"][i]
     if found["problem"]:
         info["unassigned"] = found["kernels"]
+
+
+def _child_command(run: Run, out: str) -> List[str]:
+    """This measurement again, with the run's own settings, as ncu's child."""
+    sizes = run.sizes
+    cmd = [sys.executable, "-m", "attn_edu.bench", "--measure", "profile", *(["--dry-run"] if run.dry_run else []),
+           "--n", *map(str, run.ns), "--batch", str(run.batch), "--heads", str(run.heads), "--dtype", run.dtype,
+           "--out", out]
+    if len(set(run.ds)) == 1 and tuple(run.ds) != tuple(sizes["d"]):
+        cmd[-2:-2] = ["--d", str(run.ds[0])]
+    return cmd
+
+
+def _run_whole(cmd: List[str], env: Dict[str, str], timeout: float, stderr: bool = True) -> Tuple[Any, str]:
+    """``cmd`` in a session of its own, so that a timeout or an interrupt ends it with every
+    process it started (ncu's child too); (its exit code or None after the timeout, what it printed)."""
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT if stderr else subprocess.DEVNULL,
+                         text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        return p.returncode, out or ""
+    except subprocess.TimeoutExpired:
+        _kill(p)
+        out, _ = p.communicate()
+        return None, out or ""
+    except BaseException:   # the deadline's interrupt: no process of it may stay on the GPU
+        _kill(p)
+        raise
+
+
+def _kill(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -236,11 +236,12 @@ def ncu_command(child: Sequence[str], report: str, ncu: str = "ncu") -> List[str
     """``ncu`` around the ``child`` command line, its report written to ``report``: only the
     kernels between the child's ``cudaProfilerStart`` and ``cudaProfilerStop``, the clocks
     left as they are (``--clock-control none``), caches flushed before each kernel (ncu's
-    default)."""
+    default), ncu's own exit code 0 whatever the child's (the report says what ran)."""
     if not child:
         raise ValueError("child must be a command line (a non-empty list of strings)")
     sections = [x for s in NCU_SECTIONS for x in ("--section", s)]
-    return [ncu, "--profile-from-start", "off", "--clock-control", "none", *sections,
+    # (--check-exit-code 0: a child whose one call failed still leaves its report to read)
+    return [ncu, "--profile-from-start", "off", "--clock-control", "none", "--check-exit-code", "0", *sections,
             "--force-overwrite", "--export", str(report), *child]
 
 
@@ -262,23 +263,24 @@ def _number(text: Optional[str]) -> Optional[float]:
 
 
 def parse_ncu_csv(text: str) -> List[Dict[str, str]]:
-    """The rows of ncu's CSV output as dicts (its header's names as keys); the lines that are
-    not CSV (``==PROF==`` messages, warnings) and a ``raw`` page's row of units are left out."""
+    """The rows of ncu's CSV output as dicts (its header's names as keys); ncu's own messages
+    (lines starting ``==PROF==``, ``==WARNING==``) and a ``raw`` page's row of units are left out."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str; got {type(text).__name__}")
-    lines = [line for line in text.splitlines() if line.startswith('"')]
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("==")]
     rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
     return [r for r in rows if (r.get("ID") or "").strip() != ""]
 
 
 def stall_reasons(raw: Dict[str, str], top: int = 5) -> Dict[str, float]:
     """The ``top`` reasons a kernel's warps waited, in cycles per issued instruction, from its
-    raw metrics (one row of :func:`parse_ncu_csv` of a ``raw`` page), the longest first."""
+    raw metrics (one row of :func:`parse_ncu_csv` of a ``raw`` page), the longest first; the
+    cycle of the issue itself (``selected``, about 1) is no reason and is left out."""
     found = {}
     for name, value in raw.items():
         m = _STALL.match(name or "")
         v = _number(value)
-        if m and v is not None and not m.group(1).endswith("not_issued"):
+        if m and v is not None and m.group(1) != "selected":   # "selected": the issue itself, ~1
             found[m.group(1)] = max(v, found.get(m.group(1), 0.0))
     return dict(sorted(found.items(), key=lambda kv: -kv[1])[:top])
 
@@ -294,7 +296,7 @@ def _summary(metrics: Dict[str, Tuple[str, str]]) -> Dict[str, Any]:
             key, v = "duration_ms", None if v is None or unit not in _TIME_UNITS else v * _TIME_UNITS[unit]
         elif key == "dynamic_shared_bytes" and v is not None:
             v = v * _BYTE_UNITS.get(unit.split("/")[0], 1)
-        out[key] = v if v is not None else value
+        out[key] = v   # None where ncu printed no number ("n/a")
     return out
 
 

@@ -127,7 +127,7 @@ MEASURE_SIZES: Dict[str, Dict[str, Dict[str, Any]]] = {
                    "dry_run": dict(_DRY, dtype="float16")},
     "profile": {"gpu": {"n": (8192,), "d": (64, 128), "batch": 4, "heads": 16, "repeat": 10, "warmup": 2,
                         "calls": 50, "decode_scale": 2, "decode_heads": 32, "kv_heads": 8, "decode_d": 128,
-                        "sparse_batch": 1, "window": 512, "block_q": 128, "block_k": 64, "ncu_timeout": 300},
+                        "sparse_batch": 1, "window": 512, "block_q": 128, "block_k": 64, "ncu_timeout": 420},
                 "dry_run": dict(_DRY, calls=3, decode_scale=1, decode_heads=2, kv_heads=1, decode_d=16, sparse_batch=1,
                                 window=16, block_q=16, block_k=16, ncu_timeout=300)},
 }
