@@ -19,9 +19,9 @@ every number (with the spaces before it) is a numbered placeholder ``{0}``, ``{1
 A catalog entry for the skeleton serves every run's numbers, and its translation may move the
 placeholders. Last, for a line that names a GPU or a version with its build (what a GPU runtime
 prints: ``Tesla T4``, ``torch 2.11.0+cu130``), the skeleton in which those are placeholders too
-(:data:`NAME`, ``skeleton(text, names=True)``), so one entry serves every GPU. A number is a run of digits (with ``,`` thousands, a fraction and an exponent)
-not glued to a letter, ``_`` or a digit before it: ``float32``, ``H100`` and ``sm_90a`` are
-names, not numbers. Leading and trailing spaces of the whole string are kept.
+(:data:`NAME`, ``skeleton(text, names=True)``), so one entry serves every GPU. A number is a
+run of digits (with ``,`` thousands, a fraction and an exponent) not glued to a letter, ``_``
+or a digit before it: ``float32``, ``H100`` and ``sm_90a`` are names, not numbers. Leading and trailing spaces of the whole string are kept.
 
 (It has more than 600 lines: the one home of the output lookup, kept whole because the book's
 build, the catalogs' script and a live kernel must walk outputs, HTML, plotly JSON and
@@ -167,7 +167,7 @@ def translate_text(text: str, lang: str | None = None) -> str:
     lead, tail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()):]
     if body in entries:
         return lead + entries[body] + tail
-    for names in (False, True):
+    for names in (False, True) if NAME.search(body) else (False,):
         key, numbers = skeleton(body, names)
         if numbers and key in entries:
             try:
@@ -176,8 +176,6 @@ def translate_text(text: str, lang: str | None = None) -> str:
                 return lead + entries[key].format(*numbers).strip() + tail
             except (IndexError, KeyError, ValueError):  # a broken entry shows the English
                 return text
-        if not NAME.search(body):
-            break
     return text
 
 

@@ -344,8 +344,8 @@ def decode_bandwidth_figure(doc: dict, timing: str = "call"):
                         line=dict(color=_COLOURS[impls.index(impl) % 8], dash="solid" if batch == 1 else "dot"))
     dev, cfg = doc["device"], doc.get("config", {})
     key = decoding.match_gpu(dev["name"]) if dev.get("kind") == "cuda" else None
-    if key is not None:   # the ceiling: the GPU's published memory bandwidth
-        spec = decoding.GPU_TABLE[key]
+    spec = None if key is None else decoding.GPU_TABLE[key]
+    if spec is not None:   # the ceiling: the GPU's published memory bandwidth
         fig.add_hline(y=spec.bandwidth / 1e9, line=dict(color="grey", dash="dash", width=1),
                       annotation_text=_("{gpu} datasheet: {tb:.2f} TB/s").format(gpu=spec.name,
                                                                                 tb=spec.bandwidth / 1e12),
@@ -357,7 +357,7 @@ def decode_bandwidth_figure(doc: dict, timing: str = "call"):
         from .i18n import current_language
 
         who = "<br>" + label(doc["measured_by"], current_language())
-    top = max([g for _, g in rows] + ([spec.bandwidth / 1e9] if key is not None else []))
+    top = max([g for _, g in rows] + ([spec.bandwidth / 1e9] if spec is not None else []))
     fig.update_layout(
         height=440 if who else 420, margin=dict(t=120) if who else None,
         xaxis=dict(type="log", title=_("KV-cache length (tokens)")),

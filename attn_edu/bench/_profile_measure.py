@@ -213,10 +213,10 @@ def measure_profile(run: Run) -> Dict[str, Any]:
 
 def _ncu(run: Run, doc: Dict[str, Any]) -> None:
     """Run ncu around this measurement's child and give each row the kernels of its call."""
-    exe = diagnose.ncu_executable()
-    if run.device != "cuda" and not os.environ.get("ATTN_EDU_NCU"):
+    if run.device != "cuda" and not os.environ.get("ATTN_EDU_NCU"):   # (a stand-in named: the tests)
         skip(doc, "ncu", "a dry run on the CPU: Nsight Compute reads a GPU's kernels")
         return
+    exe = diagnose.ncu_executable()
     if exe is None:
         skip(doc, "ncu", "Nsight Compute (ncu) is not installed here: not on PATH, nor under /usr/local/cuda "
                          "or /opt/nvidia/nsight-compute")
