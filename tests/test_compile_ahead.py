@@ -44,6 +44,14 @@ def counted(src, *a, **k):                          # what each JITFunction comp
     return compile_(src, *a, **k)
 triton.compiler.compile = counted
 
+from triton.runtime.autotuner import Autotuner
+tuner_runs = []                                     # each Autotuner.run, by kernel name
+_tuner_run = Autotuner.run
+def tuner_run(self, *a, **k):
+    tuner_runs.append(self.base_fn.__name__)
+    return _tuner_run(self, *a, **k)
+Autotuner.run = tuner_run
+
 # every variant's autotuner can be made (Triton 3.9 refuses a key that is not a kernel argument)
 ladder = {v: launch._fa3_tuner(v).keys for v in launch.FORWARD_VARIANTS[1:]}
 tuners = [launch._attn_fwd, launch._fa3_tuner("host_tma"), launch._attn_bwd_dkdv, launch._attn_bwd_dq]
@@ -59,21 +67,29 @@ with ca.gpu_target_stand_in((9, 0)), ca.launches_compile_only(*tuners, *ladder_t
     for name, call in (("fa2", lambda: launch.forward(q, k, v, None, 0.125)),
                        ("host_tma", lambda: launch.forward(q, k, v, None, 0.125, use_tma=True, variant="host_tma")),
                        ("fa2 again", lambda: launch.forward(q, k, v, None, 0.125)),
+                       ("host_tma again", lambda: launch.forward(q, k, v, None, 0.125, use_tma=True,
+                                                                 variant="host_tma")),
                        *((variant, lambda variant=variant: launch.forward(q, k, v, "top_left", 0.125, use_tma=True,
                                                                           variant=variant))
                          for variant in ("wide_tiles", "warp_specialized", "persistent"))):
         before = dict(compiled)
         call()
-        steps.append({"step": name, "submitted": submitted[-1] if submitted else None,
+        steps.append({"step": name, "submitted": submitted[-1] if submitted else None, "tuner_runs": tuner_runs[:],
                       "compiled": {n: c - before.get(n, 0) for n, c in compiled.items() if c != before.get(n, 0)}})
-        submitted.clear()
+        submitted.clear(), tuner_runs.clear()
+    persistent_again = dict(compiled)
+    launch.forward(q, k, v, "top_left", 0.125, use_tma=True, variant="persistent")
+    steps.append({"step": "persistent again", "tuner_runs": tuner_runs[:],
+                  "compiled": {n: c - persistent_again.get(n, 0) for n, c in compiled.items()
+                               if c != persistent_again.get(n, 0)}})
+    tuner_runs.clear()
     out, lse = torch.zeros_like(q), torch.zeros(1, 2, 256)
     for name in ("backward", "backward again"):
         before = dict(compiled)
         launch.backward(torch.randn_like(q), q, k, v, out, lse, None, 0.125)
-        steps.append({"step": name, "submitted": submitted[-1] if submitted else None,
+        steps.append({"step": name, "submitted": submitted[-1] if submitted else None, "tuner_runs": tuner_runs[:],
                       "compiled": {n: c - before.get(n, 0) for n, c in compiled.items() if c != before.get(n, 0)}})
-        submitted.clear()
+        submitted.clear(), tuner_runs.clear()
     tma = launch._fa3_tuner("host_tma")
     shapes = sorted({s for key in tma.fn.device_caches[0][0] for s in ("[1, 1, 64, 64]", "[1, 1, 32, 64]") if s in key})
 print(json.dumps({"steps": steps, "tma_block_shapes": shapes, "ladder_keys": ladder,
@@ -133,6 +149,20 @@ def test_the_backwards_two_kernels_compile_ahead_in_one_pool(run):
     # the same key again: its tuning is known (the plan's key with the device), nothing is submitted
     again = _step(run, "backward again")
     assert again["submitted"] is None and again["compiled"] == {}, again
+
+
+def test_a_tuned_key_launches_the_autotuners_choice_without_the_autotuner(run):
+    # a key's first call goes through the autotuner (it times the configurations); a later
+    # call launches the chosen configuration directly (attn_edu.kernels._autotuned): no
+    # Autotuner.run, and nothing compiled, so the kernel launched has the very
+    # specialization and options the autotuner launched -- for host descriptors too, whose
+    # block shapes (set by the configuration's pre-hook) are part of the kernel's signature
+    assert _step(run, "fa2")["tuner_runs"] == ["attn_fwd"], _step(run, "fa2")
+    assert _step(run, "host_tma")["tuner_runs"] == ["attn_fwd_fa3"], _step(run, "host_tma")
+    assert _step(run, "backward")["tuner_runs"] == ["attn_bwd_dkdv", "attn_bwd_dq"], _step(run, "backward")
+    for name in ("fa2 again", "host_tma again", "persistent again", "backward again"):
+        step = _step(run, name)
+        assert step["tuner_runs"] == [] and step["compiled"] == {}, step
 
 
 def test_the_chosen_configurations_are_the_autotuners_own(run):

@@ -117,6 +117,17 @@ def test_stubbed_host_overhead_benchmark_runs_and_its_caches_are_hit():
     assert "before/after" in format_host_overhead(result)
 
 
+def test_the_dispatch_benchmark_times_each_autotuned_launch_both_ways():
+    pytest.importorskip("triton")
+    from attn_edu.bench.host import DISPATCH_CASES, dispatch_overhead, format_dispatch_overhead
+
+    result = dispatch_overhead(repeat=2, rounds=1)
+    assert [r["call"] for r in result["rows"]] == list(DISPATCH_CASES)
+    assert all(r["before_us"] > 0 and r["after_us"] > 0 for r in result["rows"])
+    text = format_dispatch_overhead(result)
+    assert "autotuner us" in text and "the C launcher stubbed" in text and "FA3 persistent" in text
+
+
 def test_the_front_door_checks_every_call_and_answers_facts_that_passed_from_a_table(monkeypatch):
     import torch
 

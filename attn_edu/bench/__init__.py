@@ -49,7 +49,8 @@ One module per part, all reachable from here (``attn_edu.bench.X``):
 * ``attn_edu.bench.measure`` -- the measurements the recorded sweeps lack (``--measure NAME``:
   the backward, the forward against cuDNN, causal at d = 128, host time, CUDA graphs, memory);
 * ``attn_edu.bench.host`` -- the package's own Python time per Triton call on the CPU, the
-  launches stubbed, before and after the launch decisions' caches (``--host-overhead``);
+  launches stubbed, before and after the launch decisions' caches, and the autotuned
+  launches with Triton's dispatch, through the autotuner or its choice direct (``--host-overhead``);
 * ``attn_edu.bench.diagnose`` -- why a call is slow: its host time split by whose code spent it
   (cProfile), and Nsight Compute's reading of its kernels (``--measure profile``);
 * ``attn_edu.bench.compile_time`` -- a first autotuned call's compiles for an H100, in series
@@ -126,6 +127,8 @@ SUBMISSIONS_DIR = submission.SUBMISSIONS_DIR
 WORDS = results.WORDS
 #: The calls ``--host-overhead`` times, by name (``attn_edu.bench.host``).
 HOST_CASES = host.HOST_CASES
+#: The autotuned launches ``--host-overhead`` times with Triton's dispatch, by name (``attn_edu.bench.host``).
+DISPATCH_CASES = host.DISPATCH_CASES
 #: Who may have measured a document, its ``measured_by`` field (``attn_edu.bench.submission``).
 MEASURED_BY = submission.MEASURED_BY
 #: The JSON Schema of every document kind, ``attn_edu/data/schema/bench.schema.json`` (``attn_edu.bench.validate``).

@@ -10,7 +10,9 @@ The modes of one command line (``--help`` lists every option):
 * ``--correctness``: every Triton kernel against float64 in the GPU's half type
   (:func:`~attn_edu.bench.gpu_correctness`), the first step of ``scripts/gpu-bench.sh``;
 * ``--host-overhead``: the package's own Python time per Triton call on the CPU, the
-  launches stubbed, before and after the launch decisions' caches (:mod:`attn_edu.bench.host`);
+  launches stubbed, before and after the launch decisions' caches, then the autotuned
+  launches with Triton's dispatch, through the autotuner against its choice launched
+  directly (:mod:`attn_edu.bench.host`);
 * ``--compile-ahead``: a first autotuned call's compiles for an H100, in series against
   ahead in parallel threads, timed on the CPU (:mod:`attn_edu.bench.compile_time`);
 * ``--t4-estimates``: every chapter GPU branch's estimated time on a T4
@@ -103,7 +105,9 @@ def _parser() -> argparse.ArgumentParser:
                         "(--dtype overrides; --out FILE saves the correctness document); exit 1 if one fails")
     p.add_argument("--host-overhead", action="store_true",
                    help="the package's Python time per Triton call on the CPU, the launches stubbed, "
-                        "before and after the launch decisions' caches (attn_edu.bench.host); "
+                        "before and after the launch decisions' caches, then the autotuned launches with "
+                        "Triton's dispatch (compiled for sm_90a, the C launcher stubbed), through the "
+                        "autotuner against its choice direct (attn_edu.bench.host); "
                         "--repeat calls per round; JSON to --out")
     p.add_argument("--compile-ahead", action="store_true",
                    help="the first autotuned call's compiles for an H100 (sm_90a), in series against ahead "
@@ -170,11 +174,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         print(format_compile_ahead(compile_ahead_time(d=args.d or 64, rounds=args.repeat or 1)))
         return 0
-    if args.host_overhead:  # the CPU only: a child process with TRITON_INTERPRET=1
-        from .host import format_host_overhead, host_overhead
+    if args.host_overhead:  # the CPU only: a child with TRITON_INTERPRET=1, then one compiling for sm_90a
+        from .host import dispatch_overhead, format_dispatch_overhead, format_host_overhead, host_overhead
 
         result = host_overhead(repeat=args.repeat or 200)
         print(format_host_overhead(result))
+        result["dispatch"] = dispatch_overhead(repeat=args.repeat or 200)
+        print(format_dispatch_overhead(result["dispatch"]))
         if args.out:
             save_results({"schema": SCHEMA, "kind": "host_overhead", **environment("cpu"), **result,
                           "command": _command(argv)}, args.out)

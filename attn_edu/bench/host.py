@@ -28,10 +28,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any, Dict, List
 
-__all__ = ["host_overhead", "format_host_overhead", "HOST_CASES"]
+__all__ = ["host_overhead", "format_host_overhead", "HOST_CASES", "dispatch_overhead", "format_dispatch_overhead",
+           "DISPATCH_CASES"]
 
 #: The calls timed, with their shapes (CPU tensors, float16 but the block-sparse one, float32).
 HOST_CASES = {
@@ -44,6 +46,16 @@ HOST_CASES = {
     "block-sparse": "block_sparse_attention with a TilePlan, B=1 H=16 L=4096 d=64, a causal mask's 128 x 64 tiles",
     "flash front door": "check_triton_inputs alone (every call checked; inputs whose facts passed before "
                         "answered from a table of those that passed)",
+}
+
+
+#: The autotuned launches timed with Triton's own dispatch (:func:`dispatch_overhead`):
+#: compiled for an H100 (sm_90a), CPU tensors in bfloat16, below the front door.
+DISPATCH_CASES = {
+    "flash forward": "launch.forward, the FlashAttention-2 kernel, B=4 H=16 L=1024 d=64 causal",
+    "FA3 persistent": "launch.forward, variant='persistent': host TMA descriptors made per call, the persistent "
+                      "grid, warp specialization, same shapes",
+    "flash backward": "launch.backward, the two autotuned kernels (and the preprocess one), B=1 H=4 L=256 d=64 causal",
 }
 
 
@@ -94,26 +106,15 @@ def _child(repeat: int, rounds: int) -> Dict[str, Any]:
         "flash front door": lambda: ft.check_triton_inputs(q, q, q, True),
     }
 
-    def per_call(fn) -> float:
-        fn()
-        t0 = time.perf_counter()
-        for _ in range(repeat):
-            fn()
-        return (time.perf_counter() - t0) / repeat * 1e6
-
     times: Dict[str, Dict[str, List[float]]] = {name: {"before": [], "after": []} for name in calls}
     for cache in _plans.PLAN_CACHES.values():
         cache.cache_clear()
     for _ in range(rounds):
         for name, fn in calls.items():
             with _plans.uncached_plans():
-                times[name]["before"].append(per_call(fn))
-            times[name]["after"].append(per_call(fn))
-    rows = []
-    for name, t in times.items():
-        before, after = min(t["before"]), min(t["after"])
-        rows.append({"call": name, "what": HOST_CASES[name], "before_us": before, "after_us": after,
-                     "ratio": before / after})
+                times[name]["before"].append(_per_call(fn, repeat))
+            times[name]["after"].append(_per_call(fn, repeat))
+    rows = _rows(times, HOST_CASES)
     hits = {qualified.rpartition(".")[2]: cache.cache_info().hits
             for qualified, cache in _plans.PLAN_CACHES.items()}
     return {"rows": rows, "cache_hits": hits, "repeat": repeat, "rounds": rounds}
@@ -137,12 +138,124 @@ def host_overhead(repeat: int = 200, rounds: int = 7, timeout: float = 900.0) ->
     return json.loads(line[len("HOST_OVERHEAD "):])
 
 
+class _Forgets(dict):
+    """A table of choices that never holds one: every call asks the autotuner (``before``)."""
+
+    def get(self, key, default=None):
+        return default
+
+
+def _dispatch_child(repeat: int, rounds: int) -> Dict[str, Any]:
+    """Runs in the child process (no ``TRITON_INTERPRET``): :data:`DISPATCH_CASES` compiled
+    for sm_90a through the stand-in driver, each compiled kernel's launcher a no-op."""
+    import torch
+
+    torch.set_num_threads(1)
+    from triton.compiler.compiler import CompiledKernel
+
+    from ..kernels import _autotuned, _compile_ahead as ca
+    from ..kernels.flash_triton import kernels as fk, launch
+
+    # two configurations per autotuner (what a call costs once its key is tuned does not
+    # depend on the size of the space; compiling the space would)
+    launch.forward_configs = lambda *a, **k: [(64, 32, 4, 2), (64, 64, 4, 3)]
+    launch.backward_configs = lambda *a, **k: [(32, 64, 4, 2), (32, 64, 4, 3)]
+    launch.variant_configs = lambda *a, **k: [(64, 64, 4, 2), (128, 64, 8, 2)]
+    b = torch.bfloat16
+    q = torch.randn(4, 16, 1024, 64).to(b)
+    qb = torch.randn(1, 4, 256, 64).to(b)
+    out, lse = torch.zeros_like(qb), torch.zeros(1, 4, 256)
+    calls = {
+        "flash forward": lambda: launch.forward(q, q, q, "top_left", 0.125),
+        "FA3 persistent": lambda: launch.forward(q, q, q, "top_left", 0.125, use_tma=True, variant="persistent"),
+        "flash backward": lambda: launch.backward(qb, qb, qb, qb, out, lse, "top_left", 0.125),
+    }
+    with ca.gpu_target_stand_in((9, 0)):
+        with ca.launches_compile_only(*launch.autotuned_kernels(["persistent"]), fk.attn_bwd_preprocess):
+            for fn in calls.values():  # each key tuned (the timing stubbed) and compiled
+                fn()
+        # no GPU to load a kernel onto or to launch it on: loading and the C launcher do nothing
+        CompiledKernel._init_handles, CompiledKernel.run = _no_op, property(lambda self: _no_op)
+        times: Dict[str, Dict[str, List[float]]] = {name: {"before": [], "after": []} for name in calls}
+        chosen = _autotuned.CHOSEN
+        for _ in range(rounds):
+            for name, fn in calls.items():
+                _autotuned.CHOSEN = _Forgets()
+                times[name]["before"].append(_per_call(fn, repeat))
+                _autotuned.CHOSEN = chosen
+                times[name]["after"].append(_per_call(fn, repeat))
+    return {"rows": _rows(times, DISPATCH_CASES), "repeat": repeat, "rounds": rounds}
+
+
+def _no_op(*args: Any) -> None:
+    return None
+
+
+def _per_call(fn, repeat: int) -> float:
+    """Mean microseconds per call of ``repeat`` calls, after one untimed."""
+    fn()
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        fn()
+    return (time.perf_counter() - t0) / repeat * 1e6
+
+
+def _rows(times: Dict[str, Dict[str, List[float]]], cases: Dict[str, str]) -> List[Dict[str, Any]]:
+    """Each call's best round before and after, and their ratio."""
+    rows = []
+    for name, t in times.items():
+        before, after = min(t["before"]), min(t["after"])
+        rows.append({"call": name, "what": cases[name], "before_us": before, "after_us": after,
+                     "ratio": before / after})
+    return rows
+
+
+def dispatch_overhead(repeat: int = 200, rounds: int = 7, timeout: float = 900.0) -> Dict[str, Any]:
+    """Time the autotuned launches with Triton's dispatch, through the autotuner on every
+    call (``before``) against the autotuner's choice launched directly (``after``,
+    :mod:`attn_edu.kernels._autotuned`).
+
+    A child process without ``TRITON_INTERPRET`` compiles :data:`DISPATCH_CASES` for an
+    H100 (sm_90a) through the package's stand-in driver and stubs each compiled kernel's C
+    launcher: what is timed is the package's launcher, the autotuner and Triton's
+    ``JITFunction.run`` (binding and specializing the arguments, the kernel's cache), all
+    but the driver's launch (and, for host descriptors, the encoding of their tensor maps,
+    which happens in it). Microseconds of this CPU, not a GPU number; returns ``{"rows":
+    [{"call", "what", "before_us", "after_us", "ratio"}, ...], "repeat", "rounds"}``.
+    """
+    code = (f"import json; from attn_edu.bench.host import _dispatch_child; "
+            f"print('DISPATCH ' + json.dumps(_dispatch_child({int(repeat)}, {int(rounds)})))")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    with tempfile.TemporaryDirectory(prefix="attn_edu_dispatch_") as cache:
+        env["TRITON_CACHE_DIR"] = env.get("TRITON_CACHE_DIR") or cache
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("DISPATCH ")), None)
+    if done.returncode or line is None:
+        raise RuntimeError(f"the dispatch child failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    return json.loads(line[len("DISPATCH "):])
+
+
+def format_dispatch_overhead(result: Dict[str, Any]) -> str:
+    """The rows as a table: through the autotuner, its choice direct (microseconds per call), ratio."""
+    return _table(result, ("autotuner us", "direct us", "ratio"),
+                  "CPU, with Triton's dispatch: compiled for sm_90a, the C launcher stubbed")
+
+
 def format_host_overhead(result: Dict[str, Any]) -> str:
     """The rows as a table: call, before and after (microseconds per call), ratio."""
-    lines = [f"{'call':18s} {'before us':>10s} {'after us':>10s} {'before/after':>13s}"]
+    return _table(result, ("before us", "after us", "before/after"),
+                  "CPU, Python only: the Triton launches stubbed, TRITON_INTERPRET=1")
+
+
+def _table(result: Dict[str, Any], heads: tuple, how: str) -> str:
+    """A result's rows under three column heads, each row's case, then how it was timed."""
+    widths = [max(10, len(h) + 1) for h in heads]
+    lines = [f"{'call':18s} " + " ".join(f"{h:>{w}s}" for h, w in zip(heads, widths))]
     for r in result["rows"]:
-        lines.append(f"{r['call']:18s} {r['before_us']:10.1f} {r['after_us']:10.1f} {r['ratio']:13.2f}")
+        lines.append(f"{r['call']:18s} {r['before_us']:{widths[0]}.1f} {r['after_us']:{widths[1]}.1f} "
+                     f"{r['ratio']:{widths[2]}.2f}")
     lines += [f"  {r['call']}: {r['what']}" for r in result["rows"]]
-    lines.append(f"(CPU, Python only: the Triton launches stubbed, TRITON_INTERPRET=1; best of "
-                 f"{result['rounds']} alternating rounds of {result['repeat']} calls)")
+    lines.append(f"({how}; best of {result['rounds']} alternating rounds of {result['repeat']} calls)")
     return "\n".join(lines)

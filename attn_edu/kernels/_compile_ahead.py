@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import types
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, Sequence, Tuple
 
@@ -104,12 +105,18 @@ def compile_ahead(*calls: Tuple[Any, Sequence[Any], Dict[str, Any]]) -> int:
     return total
 
 
+#: What ``torch.cuda.get_device_properties`` answers within :func:`gpu_target_stand_in`,
+#: an H100's streaming multiprocessors (the persistent grid's size), whatever the target.
+STAND_IN_PROPERTIES = types.SimpleNamespace(name="stand-in", multi_processor_count=132)
+
+
 @contextlib.contextmanager
 def gpu_target_stand_in(capability: Tuple[int, int] = (9, 0)):
     """Within this block Triton compiles for a GPU of ``capability`` on a machine without
     one (the test and the benchmark of :func:`compile_ahead`): Triton's active driver is a
     CUDA driver that answers this target, device 0 and stream 0 and loads nothing, and
-    ``torch.cuda.get_device_capability`` answers ``capability``. ``kernel.warmup`` then
+    ``torch.cuda.get_device_capability`` answers ``capability`` (and
+    ``get_device_properties`` :data:`STAND_IN_PROPERTIES`). ``kernel.warmup`` then
     compiles exactly what a launch on that GPU would (a launch itself would fail: there is
     no GPU to load the kernel on). Needs this package imported without ``TRITON_INTERPRET``."""
     import torch
@@ -132,13 +139,15 @@ def gpu_target_stand_in(capability: Tuple[int, int] = (9, 0)):
         def get_current_stream(self, device=None):
             return 0
 
-    saved, saved_driver = torch.cuda.get_device_capability, driver._active  # None: made on first use
+    saved, saved_props, saved_driver = (torch.cuda.get_device_capability, torch.cuda.get_device_properties,
+                                        driver._active)  # (the driver None: made on first use)
     driver.set_active(StandIn())
     torch.cuda.get_device_capability = lambda *args, **kwargs: (major, minor)
+    torch.cuda.get_device_properties = lambda *args, **kwargs: STAND_IN_PROPERTIES
     try:
         yield
     finally:
-        torch.cuda.get_device_capability = saved
+        torch.cuda.get_device_capability, torch.cuda.get_device_properties = saved, saved_props
         driver._active = saved_driver  # (reset_active would make the default driver: no GPU, an error)
 
 

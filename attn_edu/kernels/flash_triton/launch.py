@@ -35,6 +35,7 @@ from torch import Tensor
 
 from ... import _checks
 from .. import _targets
+from .._autotuned import launch_autotuned
 from .._compile_ahead import compile_ahead
 from .._plans import plan_cache
 from .._shared import HAS_TRITON, LOG2E, causal_offset_arg, launch_grid, padded_head_dim, triton
@@ -611,9 +612,10 @@ def forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
         grid = lambda META: launch_grid(B * H, LQ, META["BLOCK_M"])  # noqa: E731
         if key not in TUNED:  # this key's first call: its configurations compile in parallel
             compile_ahead((_attn_fwd, args, meta))
-        _attn_fwd[grid](*args, **meta)
-        best = _attn_fwd.best_config
-        TUNED[key] = (best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"], best.num_warps, best.num_stages)
+            best = launch_autotuned(_attn_fwd, grid, args, meta, key)
+            TUNED[key] = (best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"], best.num_warps, best.num_stages)
+        else:  # the autotuner's choice for this key, launched directly
+            launch_autotuned(_attn_fwd, grid, args, meta, key)
     return out, lse
 
 
@@ -687,6 +689,15 @@ def _fa3_tuner(variant: str):
     return _FA3_TUNERS[variant]
 
 
+def autotuned_kernels(variants=()) -> list:
+    """The autotuners the launchers launch through (``triton.autotune`` kernels): the
+    forward's, the backward's two, then those of the FlashAttention-3 ``variants`` named
+    (each made on first use). Empty under the interpreter, which launches fixed blocks."""
+    if kernels.BUILT_INTERPRETED or not HAS_TRITON:
+        return []
+    return [_attn_fwd, _attn_bwd_dkdv, _attn_bwd_dq, *(_fa3_tuner(v) for v in variants)]
+
+
 @plan_cache
 def _sm_count(device: torch.device) -> int:
     """Streaming multiprocessors of a GPU (the persistent grid's size), asked once."""
@@ -730,13 +741,14 @@ def _forward_fa3(q, k, v, out, lse, align, scale, cap, precision, config, varian
         extra = {} if kernels.BUILT_INTERPRETED else dict(num_warps=warps, num_stages=stages)
         kernels.attn_fwd_fa3[grid_for(bm, ws)](*args, **meta, WARP_SPECIALIZE=ws, BLOCK_M=bm, BLOCK_N=bn, **extra)
     else:
-        tuner = _fa3_tuner(variant)
-        if key + (variant,) not in TUNED:
+        tuner, tuned = _fa3_tuner(variant), key + (variant,)
+        grid = lambda META: grid_for(META["BLOCK_M"], META["WARP_SPECIALIZE"])  # noqa: E731
+        if tuned not in TUNED:
             compile_ahead((tuner, args, meta))
-        tuner[lambda META: grid_for(META["BLOCK_M"], META["WARP_SPECIALIZE"])](*args, **meta)
-        best = tuner.best_config
-        TUNED[key + (variant,)] = (best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"], best.num_warps,
-                                   best.num_stages)
+            best = launch_autotuned(tuner, grid, args, meta, tuned)
+            TUNED[tuned] = (best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"], best.num_warps, best.num_stages)
+        else:
+            launch_autotuned(tuner, grid, args, meta, tuned)
     return out, lse
 
 
@@ -809,12 +821,13 @@ def backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tens
     dq_acc = torch.zeros((B, H, LQ, DK), dtype=torch.float32, device=q.device) if atomic else delta
     if not atomic and len(configs) > 1:  # autotuned: each kernel times backward_configs once per key
         dkdv_args, dq_args = (q, k, v, do, dk, dv, dq_acc, lse, delta, *common), (q, k, v, do, dq, lse, delta, *common)
-        tuned = (q.device, tuning)
+        tuned = (q.device, do.dtype, tuning)
         if tuned not in _BWD_TUNED:  # this key's first call: both kernels' configurations compile in parallel
             compile_ahead((_attn_bwd_dkdv, dkdv_args, {**meta, "ATOMIC_DQ": False}), (_attn_bwd_dq, dq_args, meta))
             _BWD_TUNED.add(tuned)
-        _attn_bwd_dkdv[lambda META: launch_grid(B * H, LK, META["BLOCK_N"])](*dkdv_args, **meta, ATOMIC_DQ=False)
-        _attn_bwd_dq[lambda META: launch_grid(B * H, LQ, META["BLOCK_M"])](*dq_args, **meta)
+        launch_autotuned(_attn_bwd_dkdv, lambda META: launch_grid(B * H, LK, META["BLOCK_N"]), dkdv_args,
+                         {**meta, "ATOMIC_DQ": False}, tuned)
+        launch_autotuned(_attn_bwd_dq, lambda META: launch_grid(B * H, LQ, META["BLOCK_M"]), dq_args, meta, tuned)
         return dq, dk, dv
     for i, (bm, bn, warps, stages) in enumerate(configs):
         extra = {} if warps is None else dict(num_warps=warps, num_stages=stages)

@@ -1,0 +1,46 @@
+"""An autotuned launch that pays for the autotuner once per key.
+
+``tuner[grid](*args)`` on a ``triton.autotune`` kernel runs ``Autotuner.run`` on every call:
+it rebuilds its key from all the arguments (a dict of them, then the dtype of each one that
+has one) before it looks up the configuration it chose. The launchers already know that
+key's equivalent, the key of their plan (:mod:`attn_edu.kernels._plans`), so
+:func:`launch_autotuned` asks the autotuner only on a key's first call and afterwards
+launches the kernel with the configuration it chose, as ``Autotuner.run`` itself does on a
+cached key: the configuration's pre-hook, then the kernel with its meta-parameters,
+``num_warps`` and ``num_stages``. The kernel launched is the one the autotuner launched
+(the same specialization and options, so Triton compiles nothing new: a test). A key of the
+plan that is finer than the autotuner's only means one more look-up by the autotuner; the
+kernel itself specializes on its arguments as always, so a key cannot make a launch wrong.
+
+Package-internal (the underscore): the FlashAttention launchers call it for each autotuned
+kernel. ``python -m attn_edu.bench --host-overhead`` times it against the autotuner's path.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Hashable, Sequence, Tuple
+
+__all__ = ["CHOSEN", "launch_autotuned"]
+
+#: Each autotuned kernel's configuration per key in this process, (tuner, key) -> the
+#: ``triton.Config`` its autotuner chose on that key's first call.
+CHOSEN: Dict[Tuple[Any, Hashable], Any] = {}
+
+
+def launch_autotuned(tuner: Any, grid: Callable, args: Sequence[Any], kwargs: Dict[str, Any],
+                     key: Hashable) -> Any:
+    """Launch ``tuner[grid](*args, **kwargs)``; return the ``triton.Config`` it ran with.
+
+    ``key`` (hashable) names what decides the choice, at least as finely as the autotuner's
+    own key: on its first call the autotuner times its configurations (or finds its
+    choice) and :data:`CHOSEN` keeps it; later calls with ``key`` launch ``tuner.fn`` with
+    that configuration directly."""
+    chosen = CHOSEN.get((tuner, key))
+    if chosen is None:
+        tuner[grid](*args, **kwargs)
+        chosen = CHOSEN[(tuner, key)] = tuner.best_config
+        return chosen
+    meta = chosen.all_kwargs()
+    if chosen.pre_hook is not None:  # as Autotuner.run: the hook sees every argument by name
+        chosen.pre_hook({**dict(zip(tuner.arg_names, args)), **kwargs, **meta})
+    tuner.fn[grid](*args, **kwargs, **meta)
+    return chosen
