@@ -142,6 +142,47 @@ def test_atomic_dq_backward_matches_float64_autograd(shape, causal, dtype):
         assert_same_up_to_rounding(atomic, two, ulps=ulps, what=f"{name}: atomic_dq vs two_kernels")
 
 
+class _GarbageEmpty:
+    """``torch`` for the launch module, but ``torch.empty`` returns NaN (integers: -7): a
+    buffer the kernels were meant to fill and did not shows up in the result."""
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def empty(*args, **kwargs):
+        t = torch.empty(*args, **kwargs)
+        return t.fill_(float("nan")) if t.is_floating_point() else t.fill_(-7)
+
+
+@pytest.mark.parametrize("mode", ft.BACKWARDS)
+@pytest.mark.parametrize("shape, causal", [((1, 2, 33, 80, 64, 64), True), ((1, 1, 80, 33, 48, 80), "bottom_right"),
+                                           ((2, 1, 17, 17, 16, 16), False)], ids=str)
+def test_the_kernels_write_every_element_of_out_lse_and_the_gradients(monkeypatch, shape, causal, mode):
+    # the launchers allocate out, lse, dQ, dK and dV with torch.empty (no memset): the kernels
+    # must store every element, zeros where a key is seen by no query (causal, L_k > L_q)
+    # or a query sees no key (bottom_right, L_q > L_k). Every buffer starts as NaN here.
+    monkeypatch.setattr(fl, "torch", _GarbageEmpty())
+    dtype = torch.float16
+    q, k, v = _inputs(shape, dtype, seed=3, grad=True)
+    do = torch.randn(shape[:3] + (shape[5],), generator=torch.Generator().manual_seed(4)).to(DEVICE, dtype)
+    out = ft.triton_attention(q, k, v, causal=causal, backward=mode)
+    out.backward(do)
+    gold_in, gold = _reference(q, k, v, causal)
+    gold.backward(do.double())
+    naive_in, naive = _reference(q, k, v, causal, _naive_dtype(dtype))
+    naive.backward(do.to(naive.dtype))
+    assert_close_to_reference(out, gold, naive, what="out")
+    for name, x, g, n in zip("qkv", (q, k, v), gold_in, naive_in):
+        assert torch.isfinite(x.grad).all(), f"d{name} holds elements no kernel wrote"
+        assert_close_to_reference(x.grad, g.grad, n.grad, factor=3.0, what=f"d{name} ({mode})")
+    if causal == "bottom_right":  # the first L_q - L_k queries see no key: zeros, exactly
+        blind = shape[2] - shape[3]
+        assert not out[..., :blind, :].any() and not q.grad[..., :blind, :].any()
+    if causal is True:  # top-left: keys past L_q are seen by no query
+        assert not k.grad[..., shape[2]:, :].any() and not v.grad[..., shape[2]:, :].any()
+
+
 def test_backward_mode_is_checked():
     q = torch.randn(1, 1, 4, 16, requires_grad=True)
     raises_with(ValueError, ["backward must be one of 'two_kernels', 'atomic_dq'", "got 'atomic'"],

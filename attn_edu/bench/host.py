@@ -38,8 +38,7 @@ __all__ = ["host_overhead", "format_host_overhead", "HOST_CASES", "dispatch_over
 #: The calls timed, with their shapes (CPU tensors, float16 but the block-sparse one, float32).
 HOST_CASES = {
     "flash forward": "triton_attention_forward, B=4 H=16 L=1024 d=64 causal",
-    "flash backward": "the autograd backward of triton_attention, B=1 H=4 L=256 d=64 causal (small: the "
-                      "CPU's zero-filled gradients would dominate, a GPU fills them asynchronously)",
+    "flash backward": "the autograd backward of triton_attention, B=1 H=4 L=256 d=64 causal",
     "split-KV decode": "split_kv_decode, B=1 H_q=32 H_kv=8 L_k=65536 d=128 (128 split candidates)",
     "decode, growing": "the same call as a decode loop makes it: L_k = 65536, 65537, ... one more key each call "
                        "(views of one cache)",
@@ -213,7 +212,7 @@ def _rows(times: Dict[str, Dict[str, List[float]]], cases: Dict[str, str]) -> Li
 def dispatch_overhead(repeat: int = 200, rounds: int = 7, timeout: float = 900.0) -> Dict[str, Any]:
     """Time the autotuned launches with Triton's dispatch, through the autotuner on every
     call (``before``) against the autotuner's choice launched directly (``after``,
-    :mod:`attn_edu.kernels._autotuned`).
+    ``attn_edu.kernels._autotuned``).
 
     A child process without ``TRITON_INTERPRET`` compiles :data:`DISPATCH_CASES` for an
     H100 (sm_90a) through the package's stand-in driver and stubs each compiled kernel's C

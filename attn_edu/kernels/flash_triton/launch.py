@@ -803,11 +803,13 @@ def backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tens
     one fits. What follows from shapes, dtype and GPU is decided once per key (:func:`_backward_plan`)."""
     B, H, LQ, DK = q.shape
     LK, DV = k.shape[2], v.shape[3]
-    dq = torch.zeros((B, H, LQ, DK), dtype=q.dtype, device=q.device)  # contiguous
-    dk = torch.zeros((B, H, LK, DK), dtype=k.dtype, device=k.device)
-    dv = torch.zeros((B, H, LK, DV), dtype=v.dtype, device=v.device)
-    if LQ == 0 or LK == 0:
-        return dq, dk, dv
+    # no memset: the kernels store every element of dQ, dK and dV (each program the rows it
+    # owns, masked to the tensors' extents; a row or key that sees nothing gets zeros)
+    dq = torch.empty((B, H, LQ, DK), dtype=q.dtype, device=q.device)  # contiguous
+    dk = torch.empty((B, H, LK, DK), dtype=k.dtype, device=k.device)
+    dv = torch.empty((B, H, LK, DV), dtype=v.dtype, device=v.device)
+    if LQ == 0 or LK == 0:  # no product to take a gradient through: zeros
+        return dq.zero_(), dk.zero_(), dv.zero_()
     ints, offset, meta, configs, tuning = _backward_plan(_capability(q), q.dtype, tuple(q.shape), tuple(k.shape),
                                                  tuple(v.shape), align, mode, precision)
     delta = torch.empty((B, H, LQ), dtype=torch.float32, device=q.device)  # (B, H, Lq)
