@@ -85,6 +85,23 @@ if importlib.util.find_spec("torch") is not None:
         @property
         def is_cuda(self):
             return True
+
+    class GarbageTorch:
+        """``torch`` for a launch module (``monkeypatch.setattr(module, "torch", ...)``), but
+        ``torch.empty`` returns NaN (integers: -7), so a buffer the kernels were meant to fill
+        and did not shows up in the result; ``empties`` counts its calls."""
+
+        def __init__(self):
+            self.empties = 0
+
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        def empty(self, *args, **kwargs):
+            self.empties += 1
+            t = torch.empty(*args, **kwargs)
+            return t.fill_(float("nan")) if t.is_floating_point() else t.fill_(-7)
+
 if not CUDA:
     os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton (see above)
 

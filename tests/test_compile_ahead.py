@@ -23,7 +23,7 @@ from venvs import compiled_env  # noqa: E402
 
 SCRIPT = r"""
 import json, sys, torch
-from attn_edu.kernels import _compile_ahead as ca
+from attn_edu.kernels import _autotuned, _compile_ahead as ca
 from attn_edu.kernels.flash_triton import launch
 
 # two configurations per kernel, from each one's space: a short test
@@ -58,7 +58,7 @@ tuners = [launch._attn_fwd, launch._fa3_tuner("host_tma"), launch._attn_bwd_dkdv
 from attn_edu.kernels.flash_triton import kernels
 submitted = []
 real = ca.compile_ahead
-launch.compile_ahead = lambda *calls: submitted.append(real(*calls)) or submitted[-1]
+_autotuned.compile_ahead = lambda *calls: submitted.append(real(*calls)) or submitted[-1]
 
 ladder_tuners = [launch._fa3_tuner(v) for v in ("wide_tiles", "warp_specialized", "persistent")]
 with ca.gpu_target_stand_in((9, 0)), ca.launches_compile_only(*tuners, *ladder_tuners, kernels.attn_bwd_preprocess):

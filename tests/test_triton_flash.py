@@ -17,17 +17,17 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("triton")
+triton = pytest.importorskip("triton")
 
 from attn_edu import kernels, masks, reference_torch  # noqa: E402
-from attn_edu.kernels import _targets  # noqa: E402
+from attn_edu.kernels import _autotuned, _targets  # noqa: E402
 from attn_edu.kernels import block_sparse_triton as bst  # noqa: E402
 from attn_edu.kernels import decode_triton as dt  # noqa: E402
 from attn_edu.kernels import flash_triton as ft  # noqa: E402
 from attn_edu.kernels.flash_triton import kernels as fk, launch as fl  # noqa: E402
 from attn_edu.kernels._shared import launch_grid  # noqa: E402
 from attn_edu.testing import assert_close_to_reference, assert_same_up_to_rounding, reference_pair  # noqa: E402
-from conftest import CUDA, DEVICE, OnCuda, kernel_precision, lse_pair, raises_with, torch_qkv  # noqa: E402
+from conftest import CUDA, DEVICE, GarbageTorch, OnCuda, kernel_precision, lse_pair, raises_with, torch_qkv  # noqa: E402
 from venvs import compiled_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,19 +142,6 @@ def test_atomic_dq_backward_matches_float64_autograd(shape, causal, dtype):
         assert_same_up_to_rounding(atomic, two, ulps=ulps, what=f"{name}: atomic_dq vs two_kernels")
 
 
-class _GarbageEmpty:
-    """``torch`` for the launch module, but ``torch.empty`` returns NaN (integers: -7): a
-    buffer the kernels were meant to fill and did not shows up in the result."""
-
-    def __getattr__(self, name):
-        return getattr(torch, name)
-
-    @staticmethod
-    def empty(*args, **kwargs):
-        t = torch.empty(*args, **kwargs)
-        return t.fill_(float("nan")) if t.is_floating_point() else t.fill_(-7)
-
-
 @pytest.mark.parametrize("mode", ft.BACKWARDS)
 @pytest.mark.parametrize("shape, causal", [((1, 2, 33, 80, 64, 64), True), ((1, 1, 80, 33, 48, 80), "bottom_right"),
                                            ((2, 1, 17, 17, 16, 16), False)], ids=str)
@@ -162,7 +149,7 @@ def test_the_kernels_write_every_element_of_out_lse_and_the_gradients(monkeypatc
     # the launchers allocate out, lse, dQ, dK and dV with torch.empty (no memset): the kernels
     # must store every element, zeros where a key is seen by no query (causal, L_k > L_q)
     # or a query sees no key (bottom_right, L_q > L_k). Every buffer starts as NaN here.
-    monkeypatch.setattr(fl, "torch", _GarbageEmpty())
+    monkeypatch.setattr(fl, "torch", GarbageTorch())
     dtype = torch.float16
     q, k, v = _inputs(shape, dtype, seed=3, grad=True)
     do = torch.randn(shape[:3] + (shape[5],), generator=torch.Generator().manual_seed(4)).to(DEVICE, dtype)
@@ -560,9 +547,11 @@ def test_the_autotuner_keys_on_a_batch_heads_bucket_and_its_choice_is_recorded(m
     assert fl.launch_key(torch.zeros(8, 8, 100, 64), q, q, True, "tf32", False)[4] == 64
     monkeypatch.setattr(fk, "BUILT_INTERPRETED", False)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
-    monkeypatch.setattr(fl, "TUNED", {})
+    monkeypatch.setattr(_autotuned, "CHOSEN", {})
     assert ft.chosen_forward_config(q, q, q, causal=True) is None  # nothing tuned yet
-    fl.TUNED[fl.launch_key(q, q, q, True, "tf32", False)] = (128, 64, 8, 3)
+    # what launch_autotuned files on a key's first call: the autotuner's triton.Config
+    _autotuned.CHOSEN[(fl._attn_fwd, fl.launch_key(q, q, q, True, "tf32", False))] = triton.Config(
+        {"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=3)
     assert ft.chosen_forward_config(q, q, q, causal=True) == dict(
         block_m=128, block_n=64, num_warps=8, num_stages=3, precision="tf32", how="autotuned")
     assert ft.chosen_forward_config(q, q, q, causal=True, precision="ieee")["how"] == "ieee"

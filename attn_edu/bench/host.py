@@ -176,12 +176,14 @@ def _dispatch_child(repeat: int, rounds: int) -> Dict[str, Any]:
         # no GPU to load a kernel onto or to launch it on: loading and the C launcher do nothing
         CompiledKernel._init_handles, CompiledKernel.run = _no_op, property(lambda self: _no_op)
         times: Dict[str, Dict[str, List[float]]] = {name: {"before": [], "after": []} for name in calls}
-        chosen = _autotuned.CHOSEN
+        chosen, ahead = _autotuned.CHOSEN, _autotuned.compile_ahead
         for _ in range(rounds):
             for name, fn in calls.items():
-                _autotuned.CHOSEN = _Forgets()
+                # before: the autotuner on every call, as the launchers called it (each key's
+                # configurations compiled ahead once, not asked again)
+                _autotuned.CHOSEN, _autotuned.compile_ahead = _Forgets(), _no_op
                 times[name]["before"].append(_per_call(fn, repeat))
-                _autotuned.CHOSEN = chosen
+                _autotuned.CHOSEN, _autotuned.compile_ahead = chosen, ahead
                 times[name]["after"].append(_per_call(fn, repeat))
     return {"rows": _rows(times, DISPATCH_CASES), "repeat": repeat, "rounds": rounds}
 

@@ -64,7 +64,7 @@ def chosen_forward_config(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, s
     else:
         key = launch.launch_key(q, k, v, align is not None, prec, False if _check_variant(variant) != "fa2"
                                 else launch.uses_tma(q, k, v, prec))
-        values = launch.TUNED.get(key if variant == "fa2" else key + (variant,))
+        values = launch.tuned_forward_config(key, variant)
         if values is None:
             return None
         how = "autotuned"

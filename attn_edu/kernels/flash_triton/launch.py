@@ -35,8 +35,7 @@ from torch import Tensor
 
 from ... import _checks
 from .. import _targets
-from .._autotuned import launch_autotuned
-from .._compile_ahead import compile_ahead
+from .._autotuned import chosen, launch_autotuned
 from .._plans import plan_cache
 from .._shared import HAS_TRITON, LOG2E, causal_offset_arg, launch_grid, padded_head_dim, triton
 from . import kernels
@@ -359,15 +358,20 @@ def fixed_forward_config(precision: str, config: Optional[Tuple[int, int, int, i
     return None
 
 
-#: The autotuner's choices in this process, launch key -> (BLOCK_M, BLOCK_N, warps, stages).
-TUNED: dict = {}
-
-
 def launch_key(q: Tensor, k: Tensor, v: Tensor, causal: bool, precision: str, use_tma: bool) -> tuple:
     """What the forward's autotuner keys on (``FWD_AUTOTUNE_KEY`` and the dtype), plus the device."""
     B, H, LQ, DK = q.shape
     return (str(q.device), str(q.dtype), triton.next_power_of_2(LQ), triton.next_power_of_2(k.shape[2]),
             triton.next_power_of_2(B * H), DK, v.shape[3], causal, precision, use_tma)
+
+
+def tuned_forward_config(key: tuple, variant: str = "fa2") -> Optional[Tuple[int, int, int, int]]:
+    """The autotuner's choice in this process for a forward of :func:`launch_key` ``key`` and
+    ``variant``, ``(BLOCK_M, BLOCK_N, warps, stages)``: None before that key's first call
+    (and under the interpreter, which launches fixed blocks)."""
+    if kernels.BUILT_INTERPRETED or not HAS_TRITON:
+        return None
+    return chosen(_attn_fwd, key) if variant == "fa2" else chosen(_fa3_tuner(variant), key + (variant,))
 
 
 def tma_compatible(*tensors: Tensor) -> bool:
@@ -574,7 +578,7 @@ def forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
 
     ``align`` and ``scale`` as ``api.check_triton_inputs`` returns them; ``use_tma`` None:
     :func:`uses_tma`; ``config`` as :func:`check_config` returns it (None: autotuned, or the
-    fixed configuration of :func:`fixed_forward_config`). Records an autotuned choice in ``TUNED``.
+    fixed configuration of :func:`fixed_forward_config`; its choice: :func:`tuned_forward_config`).
     What follows from shapes, dtype and GPU is decided once per key (:func:`_forward_plan`).
     ``variant``: one of ``FORWARD_VARIANTS``; past ``"fa2"`` the FlashAttention-3 kernel
     (:func:`_forward_fa3`), whose ``use_tma`` means host-built descriptors.
@@ -609,13 +613,9 @@ def forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
         extra = {} if kernels.BUILT_INTERPRETED else dict(num_warps=warps, num_stages=stages)
         kernels.attn_fwd[launch_grid(B * H, LQ, bm)](*args, **meta, BLOCK_M=bm, BLOCK_N=bn, **extra)
     else:
-        grid = lambda META: launch_grid(B * H, LQ, META["BLOCK_M"])  # noqa: E731
-        if key not in TUNED:  # this key's first call: its configurations compile in parallel
-            compile_ahead((_attn_fwd, args, meta))
-            best = launch_autotuned(_attn_fwd, grid, args, meta, key)
-            TUNED[key] = (best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"], best.num_warps, best.num_stages)
-        else:  # the autotuner's choice for this key, launched directly
-            launch_autotuned(_attn_fwd, grid, args, meta, key)
+        # a key's first call compiles its configurations in parallel and tunes; later ones
+        # launch the autotuner's choice directly
+        launch_autotuned(_attn_fwd, lambda META: launch_grid(B * H, LQ, META["BLOCK_M"]), args, meta, key)
     return out, lse
 
 
@@ -709,7 +709,6 @@ def _forward_fa3(q, k, v, out, lse, align, scale, cap, precision, config, varian
     :func:`variant_steps` gave, the descriptors built here around this call's tensors (their
     geometry is the tensors' own; the block shapes follow the configuration)."""
     B, H, LQ, DK = q.shape
-    LK, DV = k.shape[2], v.shape[3]
     prec, _, meta, fixed, ints, tail, key = _forward_plan(
         q.device, cap, q.dtype, tuple(q.shape), tuple(k.shape), tuple(v.shape), False, False, align,
         precision, config)
@@ -741,14 +740,8 @@ def _forward_fa3(q, k, v, out, lse, align, scale, cap, precision, config, varian
         extra = {} if kernels.BUILT_INTERPRETED else dict(num_warps=warps, num_stages=stages)
         kernels.attn_fwd_fa3[grid_for(bm, ws)](*args, **meta, WARP_SPECIALIZE=ws, BLOCK_M=bm, BLOCK_N=bn, **extra)
     else:
-        tuner, tuned = _fa3_tuner(variant), key + (variant,)
-        grid = lambda META: grid_for(META["BLOCK_M"], META["WARP_SPECIALIZE"])  # noqa: E731
-        if tuned not in TUNED:
-            compile_ahead((tuner, args, meta))
-            best = launch_autotuned(tuner, grid, args, meta, tuned)
-            TUNED[tuned] = (best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"], best.num_warps, best.num_stages)
-        else:
-            launch_autotuned(tuner, grid, args, meta, tuned)
+        launch_autotuned(_fa3_tuner(variant), lambda META: grid_for(META["BLOCK_M"], META["WARP_SPECIALIZE"]),
+                         args, meta, key + (variant,))
     return out, lse
 
 
@@ -764,10 +757,6 @@ BACKWARD_FLOAT32 = "ieee"
 BACKWARDS = ("two_kernels", "atomic_dq")
 
 
-#: The autotuned backward's keys seen in this process (their configurations compiled ahead).
-_BWD_TUNED: set = set()
-
-
 @plan_cache
 def _backward_plan(capability: Optional[Tuple[int, int]], dtype: torch.dtype, q_shape: Tuple[int, ...],
                    k_shape: Tuple[int, ...], v_shape: Tuple[int, ...], align: Optional[str], mode: str,
@@ -775,7 +764,7 @@ def _backward_plan(capability: Optional[Tuple[int, int]], dtype: torch.dtype, q_
     """What :func:`backward` decides from shapes, dtype and GPU, once per key: ``(the
     kernels' trailing int arguments, the causal offset, meta-parameters, configurations to
     try, the tuning's key)``; the last, with the device, names the tuning that
-    :func:`backward` compiles ahead once (``_BWD_TUNED``). Raises for a bad ``precision``
+    :func:`backward` tunes once. Raises for a bad ``precision``
     (checked though the backward of float32 is exact whatever it says)."""
     B, H, LQ, DK = q_shape
     LK, DV = k_shape[2], v_shape[3]
@@ -823,13 +812,12 @@ def backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tens
     dq_acc = torch.zeros((B, H, LQ, DK), dtype=torch.float32, device=q.device) if atomic else delta
     if not atomic and len(configs) > 1:  # autotuned: each kernel times backward_configs once per key
         dkdv_args, dq_args = (q, k, v, do, dk, dv, dq_acc, lse, delta, *common), (q, k, v, do, dq, lse, delta, *common)
-        tuned = (q.device, do.dtype, tuning)
-        if tuned not in _BWD_TUNED:  # this key's first call: both kernels' configurations compile in parallel
-            compile_ahead((_attn_bwd_dkdv, dkdv_args, {**meta, "ATOMIC_DQ": False}), (_attn_bwd_dq, dq_args, meta))
-            _BWD_TUNED.add(tuned)
+        tuned, dkdv_meta = (q.device, do.dtype, tuning), {**meta, "ATOMIC_DQ": False}
+        # this key's first call: both kernels' configurations compile in one pool
         launch_autotuned(_attn_bwd_dkdv, lambda META: launch_grid(B * H, LK, META["BLOCK_N"]), dkdv_args,
-                         {**meta, "ATOMIC_DQ": False}, tuned)
-        launch_autotuned(_attn_bwd_dq, lambda META: launch_grid(B * H, LQ, META["BLOCK_M"]), dq_args, meta, tuned)
+                         dkdv_meta, tuned, ahead=((_attn_bwd_dkdv, dkdv_args, dkdv_meta), (_attn_bwd_dq, dq_args, meta)))
+        launch_autotuned(_attn_bwd_dq, lambda META: launch_grid(B * H, LQ, META["BLOCK_M"]), dq_args, meta, tuned,
+                         ahead=())
         return dq, dk, dv
     for i, (bm, bn, warps, stages) in enumerate(configs):
         extra = {} if warps is None else dict(num_warps=warps, num_stages=stages)
