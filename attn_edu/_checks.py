@@ -292,6 +292,8 @@ def check_mask_shape(mask: Shape, scores: Shape) -> None:
 
 
 def _int_at_least(name: str, value: object, minimum: int, kind: str) -> int:
+    if type(value) is int and value >= minimum:  # the common case, without the ABC's isinstance
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be {kind}; got {value!r} of type {type(value).__name__}")
     if int(value) < minimum:

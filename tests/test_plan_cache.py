@@ -117,15 +117,21 @@ def test_stubbed_host_overhead_benchmark_runs_and_its_caches_are_hit():
     assert "before/after" in format_host_overhead(result)
 
 
-def test_the_dispatch_benchmark_times_each_autotuned_launch_both_ways():
+def test_the_dispatch_benchmark_times_the_autotuner_and_triton_beside_the_package():
     pytest.importorskip("triton")
     from attn_edu.bench.host import DISPATCH_CASES, dispatch_overhead, format_dispatch_overhead
 
     result = dispatch_overhead(repeat=2, rounds=1)
-    assert [r["call"] for r in result["rows"]] == list(DISPATCH_CASES)
-    assert all(r["before_us"] > 0 and r["after_us"] > 0 for r in result["rows"])
+    autotuned = [name for name in DISPATCH_CASES if name != "split-KV decode"]
+    assert [r["call"] for r in result["rows"]] == autotuned
+    # then every call with Triton's dispatch and without: one dispatch skipped per kernel launched
+    assert [r["call"] for r in result["split"]] == list(DISPATCH_CASES)
+    assert {r["call"]: r["launches"] for r in result["split"]} == {
+        "flash forward": 1, "FA3 persistent": 1, "flash backward": 3, "split-KV decode": 2}
+    assert all(r["before_us"] > 0 and r["after_us"] > 0 for r in result["rows"] + result["split"])
     text = format_dispatch_overhead(result)
     assert "autotuner us" in text and "the C launcher stubbed" in text and "FA3 persistent" in text
+    assert "package us" in text and "split-KV decode 2" in text
 
 
 def test_the_front_door_checks_every_call_and_answers_facts_that_passed_from_a_table(monkeypatch):
@@ -171,3 +177,34 @@ def test_the_front_door_checks_every_call_and_answers_facts_that_passed_from_a_t
     keys_before = check.cache_info().currsize
     check(kernels.LIMITS, q, q, q, kernels.BUILT_INTERPRETED, 1)
     assert check.cache_info().currsize == keys_before + 1
+
+
+def test_a_gpus_facts_are_asked_once_per_device_and_anew_when_another_function_answers(monkeypatch):
+    """The launchers ask the compute capability and the SM count on every call; each is
+    asked of torch once per device, and again when torch.cuda's function is another (the
+    GPU profile, the compile stand-in and tests swap it in-process)."""
+    import types
+
+    import torch
+
+    from attn_edu.kernels import _targets
+
+    asked = []
+
+    def capability(device=None):
+        asked.append(device)
+        return [8, 6]
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", capability)
+    gpu0, gpu1 = torch.device("cuda", 0), torch.device("cuda", 1)
+    assert _targets.device_capability(gpu0) == (8, 6) == _targets.device_capability(gpu0)
+    assert asked == [gpu0]  # asked once
+    assert _targets.device_capability(gpu1) == (8, 6) and asked == [gpu0, gpu1]  # per device
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))  # a profile's
+    assert _targets.device_capability(gpu0) == (7, 5)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device=None: types.SimpleNamespace(multi_processor_count=132))
+    assert _targets.sm_count(gpu0) == 132
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device=None: types.SimpleNamespace(multi_processor_count=40))
+    assert _targets.sm_count(gpu0) == 40

@@ -25,7 +25,7 @@ from attn_edu import decoding, reference_torch  # noqa: E402
 from attn_edu.kernels import _targets  # noqa: E402
 from attn_edu.kernels import decode_triton as dt  # noqa: E402
 from attn_edu.testing import assert_close_to_reference, reference_pair  # noqa: E402
-from conftest import DEVICE, OnCuda, kernel_precision, raises_with, torch_qkv  # noqa: E402
+from conftest import DEVICE, GarbageTorch, OnCuda, kernel_precision, raises_with, torch_qkv  # noqa: E402
 from venvs import compiled_env  # noqa: E402
 
 DEVICE = "cuda" if CUDA else "cpu"
@@ -84,6 +84,32 @@ def test_seqlens_fully_masked_chunks_and_empty_sequences():
     out = dt.split_kv_decode(q, k, v, num_splits=2, causal="bottom_right",
                              seqlens=torch.tensor([1, 2, 3], device=DEVICE), enable_gqa=True)
     assert (out[0, :, 0] == 0).all() and (out[0, :, 1] != 0).any()
+
+
+def test_a_call_allocates_its_output_and_one_workspace_and_the_kernels_fill_what_is_read(monkeypatch):
+    """No memset, two allocations: the output and one float32 workspace holding every chunk's
+    (m, l, o) and the lse. Every torch.empty starts as NaN here, so a part of the workspace
+    the split kernel does not write (an empty chunk, a sequence with no key) and the
+    reduction reads, or a part overlapping another, shows up in out or lse."""
+    garbage = GarbageTorch()
+    monkeypatch.setattr(dt, "torch", garbage)
+    q, k, v = _inputs(3, 6, 3, 2, 17, 16, 8, torch.float32, seed=8)
+    seqlens = torch.tensor([0, 5, 17], device=DEVICE)
+    for causal, lens in ((False, None), ("bottom_right", seqlens), (True, seqlens)):
+        before = garbage.empties
+        out, lse = dt.split_kv_decode(q, k, v, num_splits=5, causal=causal, seqlens=lens, enable_gqa=True,
+                                      return_lse=True)  # 5 chunks of 16 keys over 17 keys: 3 empty
+        assert garbage.empties - before == 2, garbage.empties - before
+        gold, naive = reference_pair(q, k, v, causal=causal, enable_gqa=True, seqlens=lens,
+                                     precision=kernel_precision(torch.float32))
+        assert not out.isnan().any() and not lse.isnan().any(), causal
+        assert_close_to_reference(out, gold, naive)
+        if lens is None:
+            _, gold_lse = decoding.split_kv_attention(*(x.double() for x in (q, k, v)), 1, causal=causal,
+                                                      enable_gqa=True, return_lse=True)
+            assert (lse.double() - gold_lse).abs().max() <= 1e-5 * gold_lse.abs().max()
+        else:  # sequence 0 holds no key: -inf; the others see at least one
+            assert torch.isneginf(lse[0]).all() and torch.isfinite(lse[1:]).all(), lse
 
 
 def test_split_count_does_not_change_the_answer_and_merge_matches_numpy():

@@ -50,7 +50,8 @@ One module per part, all reachable from here (``attn_edu.bench.X``):
   the backward, the forward against cuDNN, causal at d = 128, host time, CUDA graphs, memory);
 * ``attn_edu.bench.host`` -- the package's own Python time per Triton call on the CPU, the
   launches stubbed, before and after the launch decisions' caches, and the autotuned
-  launches with Triton's dispatch, through the autotuner or its choice direct (``--host-overhead``);
+  launches with Triton's dispatch, through the autotuner or its choice direct, and each call's
+  host time split between Triton's dispatch and the package (``--host-overhead``);
 * ``attn_edu.bench.diagnose`` -- why a call is slow: its host time split by whose code spent it
   (cProfile), and Nsight Compute's reading of its kernels (``--measure profile``);
 * ``attn_edu.bench.compile_time`` -- a first autotuned call's compiles for an H100, in series
@@ -127,7 +128,7 @@ SUBMISSIONS_DIR = submission.SUBMISSIONS_DIR
 WORDS = results.WORDS
 #: The calls ``--host-overhead`` times, by name (``attn_edu.bench.host``).
 HOST_CASES = host.HOST_CASES
-#: The autotuned launches ``--host-overhead`` times with Triton's dispatch, by name (``attn_edu.bench.host``).
+#: The launches ``--host-overhead`` times with Triton's dispatch (the autotuned ones and the decode step), by name (``attn_edu.bench.host``).
 DISPATCH_CASES = host.DISPATCH_CASES
 #: Who may have measured a document, its ``measured_by`` field (``attn_edu.bench.submission``).
 MEASURED_BY = submission.MEASURED_BY

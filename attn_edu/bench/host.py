@@ -48,14 +48,16 @@ HOST_CASES = {
 }
 
 
-#: The autotuned launches timed with Triton's own dispatch (:func:`dispatch_overhead`):
-#: compiled for an H100 (sm_90a), CPU tensors in bfloat16, below the front door.
+#: The launches timed with Triton's own dispatch (:func:`dispatch_overhead`), compiled for an
+#: H100 (sm_90a), CPU tensors in bfloat16, below the front door; all but the decode step autotuned.
 DISPATCH_CASES = {
     "flash forward": "launch.forward, the FlashAttention-2 kernel, B=4 H=16 L=1024 d=64 causal",
     "FA3 persistent": "launch.forward, variant='persistent': host TMA descriptors made per call, the persistent "
                       "grid, warp specialization, same shapes",
     "flash backward": "launch.backward, the two autotuned kernels (and the preprocess one), B=1 H=4 L=256 d=64 causal",
+    "split-KV decode": "decode_triton.decode, B=1 H_q=32 H_kv=8 L_k=16384 d=128: its two kernels, not autotuned",
 }
+_AUTOTUNED = ("flash forward", "FA3 persistent", "flash backward")  # the first table's rows
 
 
 class _NoLaunch:
@@ -152,7 +154,7 @@ def _dispatch_child(repeat: int, rounds: int) -> Dict[str, Any]:
     torch.set_num_threads(1)
     from triton.compiler.compiler import CompiledKernel
 
-    from ..kernels import _autotuned, _compile_ahead as ca
+    from ..kernels import _autotuned, _compile_ahead as ca, decode_triton as dt
     from ..kernels.flash_triton import kernels as fk, launch
 
     # two configurations per autotuner (what a call costs once its key is tuned does not
@@ -164,28 +166,46 @@ def _dispatch_child(repeat: int, rounds: int) -> Dict[str, Any]:
     q = torch.randn(4, 16, 1024, 64).to(b)
     qb = torch.randn(1, 4, 256, 64).to(b)
     out, lse = torch.zeros_like(qb), torch.zeros(1, 4, 256)
+    qd, kd = torch.randn(1, 32, 1, 128).to(b), torch.randn(1, 8, 16384, 128).to(b)
     calls = {
         "flash forward": lambda: launch.forward(q, q, q, "top_left", 0.125),
         "FA3 persistent": lambda: launch.forward(q, q, q, "top_left", 0.125, use_tma=True, variant="persistent"),
         "flash backward": lambda: launch.backward(qb, qb, qb, qb, out, lse, "top_left", 0.125),
+        "split-KV decode": lambda: dt.decode(qd, kd, kd, None, 128 ** -0.5, 4),
     }
+    tuners = launch.autotuned_kernels(["persistent"])
+    jits = [t.fn for t in tuners] + [fk.attn_bwd_preprocess] + [getattr(dt, name) for name in dt.LAUNCHED]
     with ca.gpu_target_stand_in((9, 0)):
-        with ca.launches_compile_only(*launch.autotuned_kernels(["persistent"]), fk.attn_bwd_preprocess):
+        with ca.launches_compile_only(*tuners, *jits[len(tuners):]):
             for fn in calls.values():  # each key tuned (the timing stubbed) and compiled
                 fn()
         # no GPU to load a kernel onto or to launch it on: loading and the C launcher do nothing
         CompiledKernel._init_handles, CompiledKernel.run = _no_op, property(lambda self: _no_op)
-        times: Dict[str, Dict[str, List[float]]] = {name: {"before": [], "after": []} for name in calls}
+        times: Dict[str, Dict[str, List[float]]] = {name: {"before": [], "after": []} for name in _AUTOTUNED}
+        split: Dict[str, Dict[str, List[float]]] = {name: {"before": [], "after": []} for name in calls}
         chosen, ahead = _autotuned.CHOSEN, _autotuned.compile_ahead
+        launches, counts = [], {}  # Triton's dispatches skipped, one per kernel launched; per call
         for _ in range(rounds):
-            for name, fn in calls.items():
+            for name in _AUTOTUNED:
                 # before: the autotuner on every call, as the launchers called it (each key's
                 # configurations compiled ahead once, not asked again)
                 _autotuned.CHOSEN, _autotuned.compile_ahead = _Forgets(), _no_op
-                times[name]["before"].append(_per_call(fn, repeat))
+                times[name]["before"].append(_per_call(calls[name], repeat))
                 _autotuned.CHOSEN, _autotuned.compile_ahead = chosen, ahead
-                times[name]["after"].append(_per_call(fn, repeat))
-    return {"rows": _rows(times, DISPATCH_CASES), "repeat": repeat, "rounds": rounds}
+                times[name]["after"].append(_per_call(calls[name], repeat))
+            for name, fn in calls.items():  # with Triton's dispatch, then the package's Python alone
+                split[name]["before"].append(_per_call(fn, repeat))
+                for jit in jits:
+                    jit.run = lambda *args, **kwargs: launches.append(1)
+                launches.clear()
+                split[name]["after"].append(_per_call(fn, repeat))
+                for jit in jits:
+                    del jit.run
+                counts[name] = len(launches) / (repeat + 1)
+    rows = _rows(split, DISPATCH_CASES)
+    for row in rows:
+        row["launches"] = counts[row["call"]]
+    return {"rows": _rows(times, DISPATCH_CASES), "split": rows, "repeat": repeat, "rounds": rounds}
 
 
 def _no_op(*args: Any) -> None:
@@ -212,9 +232,11 @@ def _rows(times: Dict[str, Dict[str, List[float]]], cases: Dict[str, str]) -> Li
 
 
 def dispatch_overhead(repeat: int = 200, rounds: int = 7, timeout: float = 900.0) -> Dict[str, Any]:
-    """Time the autotuned launches with Triton's dispatch, through the autotuner on every
-    call (``before``) against the autotuner's choice launched directly (``after``,
-    ``attn_edu.kernels._autotuned``).
+    """Time the launches with Triton's dispatch: the autotuned ones through the autotuner on
+    every call (``before``) against the autotuner's choice launched directly (``after``,
+    ``attn_edu.kernels._autotuned``); then every call of :data:`DISPATCH_CASES` as the
+    package runs it, with Triton's dispatch against the package's Python alone (each
+    kernel's ``JITFunction.run`` a no-op), which splits a call's host time between the two.
 
     A child process without ``TRITON_INTERPRET`` compiles :data:`DISPATCH_CASES` for an
     H100 (sm_90a) through the package's stand-in driver and stubs each compiled kernel's C
@@ -222,7 +244,9 @@ def dispatch_overhead(repeat: int = 200, rounds: int = 7, timeout: float = 900.0
     ``JITFunction.run`` (binding and specializing the arguments, the kernel's cache), all
     but the driver's launch (and, for host descriptors, the encoding of their tensor maps,
     which happens in it). Microseconds of this CPU, not a GPU number; returns ``{"rows":
-    [{"call", "what", "before_us", "after_us", "ratio"}, ...], "repeat", "rounds"}``.
+    [{"call", "what", "before_us", "after_us", "ratio"}, ...], "split": [the same, with
+    Triton as ``before_us``, the package alone as ``after_us`` and ``launches``, Triton's
+    dispatches per call], "repeat", "rounds"}``.
     """
     code = (f"import json; from attn_edu.bench.host import _dispatch_child; "
             f"print('DISPATCH ' + json.dumps(_dispatch_child({int(repeat)}, {int(rounds)})))")
@@ -239,9 +263,14 @@ def dispatch_overhead(repeat: int = 200, rounds: int = 7, timeout: float = 900.0
 
 
 def format_dispatch_overhead(result: Dict[str, Any]) -> str:
-    """The rows as a table: through the autotuner, its choice direct (microseconds per call), ratio."""
-    return _table(result, ("autotuner us", "direct us", "ratio"),
-                  "CPU, with Triton's dispatch: compiled for sm_90a, the C launcher stubbed")
+    """Two tables: through the autotuner against its choice direct, then each call with
+    Triton's dispatch against the package alone (microseconds per call, ratio)."""
+    how = "CPU, with Triton's dispatch: compiled for sm_90a, the C launcher stubbed"
+    split = _table({**result, "rows": result["split"]}, ("with Triton us", "package us", "ratio"),
+                   how + "; package: every JITFunction.run a no-op")
+    launches = "; ".join(f"{r['call']} {r['launches']:g}" for r in result["split"])
+    return (_table(result, ("autotuner us", "direct us", "ratio"), how) + "\n\n" + split
+            + f"\n(Triton's dispatches per call: {launches})")
 
 
 def format_host_overhead(result: Dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ from typing import Dict, Optional, Tuple
 
 from ._plans import plan_cache
 
-__all__ = ["Target", "TARGETS", "OutOfResources", "PRECISIONS", "TF32_MIN_CAPABILITY",
+__all__ = ["device_capability", "sm_count", "Target", "TARGETS", "OutOfResources", "PRECISIONS", "TF32_MIN_CAPABILITY",
            "TENSOR_CORE_MIN_CAPABILITY", "has_tf32",
            "float32_precisions", "input_precision", "cuda_dtype_problem", "interpreter_dtype_problem",
            "check_runnable", "KernelLimits", "KERNEL_DTYPES", "check_kernel_inputs"]
@@ -227,6 +227,34 @@ def _triton_installed() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("triton") is not None
+
+
+def _asked_with(name: str):
+    """A :func:`plan_cache` key of a device and the ``torch.cuda`` function ``name`` that
+    answers for it: the GPU profile (``attn_edu.gpu_profile``), the compile stand-in and
+    tests swap that function in-process, and each one swapped in is asked anew."""
+    def key(device) -> tuple:
+        import torch
+
+        return device, getattr(torch.cuda, name)
+    return key
+
+
+@plan_cache(key=_asked_with("get_device_capability"))
+def device_capability(device) -> Tuple[int, int]:
+    """``torch.cuda.get_device_capability(device)`` as a tuple, asked once per device (a
+    launcher asks it on every call: microseconds of torch's device lookups each time)."""
+    import torch
+
+    return tuple(torch.cuda.get_device_capability(device))
+
+
+@plan_cache(key=_asked_with("get_device_properties"))
+def sm_count(device) -> int:
+    """The streaming multiprocessors of ``device``'s GPU, asked once per device."""
+    import torch
+
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _input_facts(q: object, k: object, v: object) -> Optional[tuple]:

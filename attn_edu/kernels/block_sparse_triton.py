@@ -410,7 +410,7 @@ def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
         raise ImportError("block_sparse_attention needs PyTorch and Triton (pip install triton)")
     dtype, batch, _ = _targets.check_kernel_inputs(LIMITS, q, k, v, INTERPRETED)
     upcast = _upcast_for(q.dtype)
-    capability = torch.cuda.get_device_capability(q.device) if q.device.type == "cuda" else None
+    capability = _targets.device_capability(q.device) if q.device.type == "cuda" else None
     # an upcast tile is multiplied in float32: the float32 rule applies to it
     dot_precision = _targets.input_precision("float32" if upcast else dtype, capability, precision)
     if dot_precision == "ieee" and _targets.has_tf32(capability):

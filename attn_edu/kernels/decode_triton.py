@@ -414,6 +414,33 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
     Equal to :func:`attn_edu.decoding.split_kv_attention` within the tolerance rule.
     """
     align, s, group = check_decode_inputs(q, k, v, causal, scale, seqlens, enable_gqa)
+    if num_splits is not None:
+        num_splits = _checks.check_length("num_splits", num_splits, minimum=1)
+    return decode(q, k, v, align, s, group, num_splits, seqlens, return_lse, precision)
+
+
+@plan_cache
+def _no_seqlens(device: torch.device) -> Tensor:
+    """The ``SeqLens`` argument of a launch without ``seqlens`` (the kernel never reads it):
+    one int32 tensor per device, made once."""
+    return torch.zeros(1, dtype=torch.int32, device=device)
+
+
+def _workspace_sizes(rows: int, num_splits: int, dv: int) -> Tuple[int, int, int, int]:
+    """The lengths of a launch's float32 buffers in its one workspace, ``(o_part, m_part,
+    l_part, lse)``, each rounded up to a multiple of 32 elements (128 bytes: every part as
+    aligned as an allocation of its own, which the kernels' loads are specialized on)."""
+    up = lambda n: -(-n // 32) * 32  # noqa: E731
+    return up(rows * num_splits * dv), up(rows * num_splits), up(rows * num_splits), up(rows)
+
+
+def decode(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float, group: int,
+           num_splits: Optional[int] = None, seqlens: Optional[Tensor] = None, return_lse: bool = False,
+           precision: Optional[str] = None):
+    """The launcher of :func:`split_kv_decode` on checked inputs (``align``, ``scale`` and
+    ``group`` as :func:`check_decode_inputs` returns them; ``num_splits`` None or checked
+    >= 1): two allocations, the output and one float32 workspace for every chunk's state,
+    then the two kernels."""
     B, HQ, LQ, DK = q.shape
     HKV, LK, DV = k.shape[1], k.shape[2], v.shape[3]
     # every element is written by the reduction: no memset (torch.empty)
@@ -421,32 +448,31 @@ def split_kv_decode(q: Tensor, k: Tensor, v: Tensor, num_splits: Optional[int] =
     if LQ == 0 or LK == 0 or B == 0:  # nothing to attend to: zeros, lse = -inf
         lse = torch.full((B, HQ, LQ), float("-inf"), dtype=torch.float32, device=q.device)
         return (out.zero_(), lse) if return_lse else out.zero_()
-    capability = None if q.device.type == "cpu" else torch.cuda.get_device_capability(q.device)
-    if num_splits is not None:
-        num_splits = _checks.check_length("num_splits", num_splits, minimum=1)
-    sms = 8 if capability is None else torch.cuda.get_device_properties(q.device).multi_processor_count
+    capability, sms = ((None, 8) if _BUILT_INTERPRETED else
+                       (_targets.device_capability(q.device), _targets.sm_count(q.device)))
     dot_precision, cfg, block_m, row_blocks, num_splits, chunk = _decode_plan(
         capability, sms, _checks.dtype_name(q), precision, B, HKV, group, LQ, LK, DK, DV, num_splits)
-    o_part = torch.empty((B, HQ, LQ, num_splits, DV), dtype=torch.float32, device=q.device)
-    m_part = torch.empty((B, HQ, LQ, num_splits), dtype=torch.float32, device=q.device)
-    l_part = torch.empty_like(m_part)  # (B, H_q, L_q, splits): each chunk's (m, l)
+    # each chunk's (m, l, o) and the base-2 lse, float32, in one allocation: (B, H_q, L_q,
+    # splits, d_v), (B, H_q, L_q, splits) twice, (B * H_q * L_q,); the kernels index them flat
+    sizes = _workspace_sizes(B * HQ * LQ, num_splits, DV)
+    work = torch.empty((sum(sizes),), dtype=torch.float32, device=q.device)
+    o_part, m_part, l_part, lse2 = work.split_with_sizes(sizes)  # one call, four views
     lens = (seqlens.to(device=q.device, dtype=torch.int32) if seqlens is not None
-            else torch.empty(1, dtype=torch.int32, device=q.device))  # unused without seqlens
+            else _no_seqlens(q.device))  # unused without seqlens
     extra = {} if capability is None else dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     _split_kernel[(B * HKV, num_splits, row_blocks)](
         q, k, v, lens, o_part, m_part, l_part, *q.stride(), *k.stride(), *v.stride(),
-        HKV, LQ, LK, causal_offset_arg(LQ, LK, align), chunk, num_splits, s * LOG2E.value,
+        HKV, LQ, LK, causal_offset_arg(LQ, LK, align), chunk, num_splits, scale * LOG2E.value,
         GROUP=group, HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
         BLOCK_M=block_m, BLOCK_N=cfg.block_k, CAUSAL=align is not None,
         BOTTOM_RIGHT=align == "bottom_right", HAS_SEQLENS=seqlens is not None,
         INPUT_PRECISION=dot_precision, **extra)
-    lse2 = torch.empty((B * HQ * LQ,), dtype=torch.float32, device=q.device)
     _reduce_kernel[(B * HQ * LQ,)](
         o_part, m_part, l_part, out, lse2, *out.stride(), HQ, LQ, num_splits,
         HEAD_DV=DV, BLOCK_S=max(2, _pow2(num_splits)), BLOCK_DV=padded_head_dim(DV),
         **({} if capability is None else dict(num_warps=REDUCE_NUM_WARPS)))
     if return_lse:
-        return out, (lse2 * LN2.value).reshape(B, HQ, LQ)
+        return out, (lse2[:B * HQ * LQ] * LN2.value).reshape(B, HQ, LQ)
     return out
 
 

@@ -312,7 +312,7 @@ else:
 # ----------------------------------------------------------------------------
 def _capability(x: Tensor) -> Optional[Tuple[int, int]]:
     """The compute capability of ``x``'s GPU; None under the interpreter."""
-    return None if kernels.BUILT_INTERPRETED else tuple(torch.cuda.get_device_capability(x.device))
+    return None if kernels.BUILT_INTERPRETED else _targets.device_capability(x.device)
 
 
 def dot_precision(x: Tensor, precision: Optional[str]) -> str:
@@ -698,12 +698,6 @@ def autotuned_kernels(variants=()) -> list:
     return [_attn_fwd, _attn_bwd_dkdv, _attn_bwd_dq, *(_fa3_tuner(v) for v in variants)]
 
 
-@plan_cache
-def _sm_count(device: torch.device) -> int:
-    """Streaming multiprocessors of a GPU (the persistent grid's size), asked once."""
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
 def _forward_fa3(q, k, v, out, lse, align, scale, cap, precision, config, variant, steps):
     """:func:`forward` for a variant past ``"fa2"``: ``kernels.attn_fwd_fa3`` with the steps
     :func:`variant_steps` gave, the descriptors built here around this call's tensors (their
@@ -730,7 +724,7 @@ def _forward_fa3(q, k, v, out, lse, align, scale, cap, precision, config, varian
             return launch_grid(B * H, LQ, bm)
         if kernels.BUILT_INTERPRETED:
             return (min(n_tiles(bm), PERSISTENT_PROGRAMS_INTERPRETED),)
-        return (min(n_tiles(bm), _sm_count(q.device) * persistent_programs_per_sm(bm, ws)),)
+        return (min(n_tiles(bm), _targets.sm_count(q.device) * persistent_programs_per_sm(bm, ws)),)
 
     if fixed is not None:
         (bm, bn, warps, stages), _ = fixed
