@@ -174,9 +174,10 @@ def _dispatch_child(repeat: int, rounds: int) -> Dict[str, Any]:
         "split-KV decode": lambda: dt.decode(qd, kd, kd, None, 128 ** -0.5, 4),
     }
     tuners = launch.autotuned_kernels(["persistent"])
-    jits = [t.fn for t in tuners] + [fk.attn_bwd_preprocess] + [getattr(dt, name) for name in dt.LAUNCHED]
+    plain = [fk.attn_bwd_preprocess, *(getattr(dt, name) for name in dt.LAUNCHED)]  # launched without a tuner
+    jits = [t.fn for t in tuners] + plain  # every JITFunction the calls launch
     with ca.gpu_target_stand_in((9, 0)):
-        with ca.launches_compile_only(*tuners, *jits[len(tuners):]):
+        with ca.launches_compile_only(*tuners, *plain):
             for fn in calls.values():  # each key tuned (the timing stubbed) and compiled
                 fn()
         # no GPU to load a kernel onto or to launch it on: loading and the C launcher do nothing

@@ -371,7 +371,10 @@ def tuned_forward_config(key: tuple, variant: str = "fa2") -> Optional[Tuple[int
     (and under the interpreter, which launches fixed blocks)."""
     if kernels.BUILT_INTERPRETED or not HAS_TRITON:
         return None
-    return chosen(_attn_fwd, key) if variant == "fa2" else chosen(_fa3_tuner(variant), key + (variant,))
+    if variant == "fa2":
+        return chosen(_attn_fwd, key)
+    tuner = _FA3_TUNERS.get(variant)  # a variant never launched has no autotuner yet, nor a choice
+    return None if tuner is None else chosen(tuner, key + (variant,))
 
 
 def tma_compatible(*tensors: Tensor) -> bool:
@@ -809,7 +812,8 @@ def backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tens
         tuned, dkdv_meta = (q.device, do.dtype, tuning), {**meta, "ATOMIC_DQ": False}
         # this key's first call: both kernels' configurations compile in one pool
         launch_autotuned(_attn_bwd_dkdv, lambda META: launch_grid(B * H, LK, META["BLOCK_N"]), dkdv_args,
-                         dkdv_meta, tuned, ahead=((_attn_bwd_dkdv, dkdv_args, dkdv_meta), (_attn_bwd_dq, dq_args, meta)))
+                         dkdv_meta, tuned,
+                         ahead=((_attn_bwd_dkdv, dkdv_args, dkdv_meta), (_attn_bwd_dq, dq_args, meta)))
         launch_autotuned(_attn_bwd_dq, lambda META: launch_grid(B * H, LQ, META["BLOCK_M"]), dq_args, meta, tuned,
                          ahead=())
         return dq, dk, dv
