@@ -50,8 +50,9 @@ One module per part, all reachable from here (``attn_edu.bench.X``):
   the backward, the forward against cuDNN, causal at d = 128, host time, CUDA graphs, memory);
 * ``attn_edu.bench.host`` -- the package's own Python time per Triton call on the CPU, the
   launches stubbed, before and after the launch decisions' caches, and the autotuned
-  launches with Triton's dispatch, through the autotuner or its choice direct, and each call's
-  host time split between Triton's dispatch and the package (``--host-overhead``);
+  launches with Triton's dispatch, through the autotuner or its choice direct, each call
+  with Triton's dispatch on every launch or the package's direct launch, and each call's
+  host time split between the dispatch and the package (``--host-overhead``);
 * ``attn_edu.bench.diagnose`` -- why a call is slow: its host time split by whose code spent it
   (cProfile), and Nsight Compute's reading of its kernels (``--measure profile``);
 * ``attn_edu.bench.compile_time`` -- a first autotuned call's compiles for an H100, in series

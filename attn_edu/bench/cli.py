@@ -12,8 +12,9 @@ The modes of one command line (``--help`` lists every option):
 * ``--host-overhead``: the package's own Python time per Triton call on the CPU, the
   launches stubbed, before and after the launch decisions' caches, then the autotuned
   launches with Triton's dispatch, through the autotuner against its choice launched
-  directly, and every call with Triton's dispatch against the package alone, the
-  split-KV decode step too (:mod:`attn_edu.bench.host`);
+  directly, and every call, the split-KV decode step too, with Triton's dispatch on every
+  launch against the package's direct launch, and against the package alone
+  (:mod:`attn_edu.bench.host`);
 * ``--compile-ahead``: a first autotuned call's compiles for an H100, in series against
   ahead in parallel threads, timed on the CPU (:mod:`attn_edu.bench.compile_time`);
 * ``--t4-estimates``: every chapter GPU branch's estimated time on a T4
@@ -108,8 +109,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="the package's Python time per Triton call on the CPU, the launches stubbed, "
                         "before and after the launch decisions' caches, then the autotuned launches with "
                         "Triton's dispatch (compiled for sm_90a, the C launcher stubbed), through the "
-                        "autotuner against its choice direct, and each call with Triton's dispatch against "
-                        "the package alone (attn_edu.bench.host); "
+                        "autotuner against its choice direct, and each call with Triton's dispatch on every "
+                        "launch against the package's direct launch and against the package alone "
+                        "(attn_edu.bench.host); "
                         "--repeat calls per round; JSON to --out")
     p.add_argument("--compile-ahead", action="store_true",
                    help="the first autotuned call's compiles for an H100 (sm_90a), in series against ahead "

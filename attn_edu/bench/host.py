@@ -153,8 +153,9 @@ def _dispatch_child(repeat: int, rounds: int) -> Dict[str, Any]:
 
     torch.set_num_threads(1)
     from triton.compiler.compiler import CompiledKernel
+    from triton.runtime.jit import JITFunction
 
-    from ..kernels import _autotuned, _compile_ahead as ca, decode_triton as dt
+    from ..kernels import _autotuned, _compile_ahead as ca, _direct, decode_triton as dt
     from ..kernels.flash_triton import kernels as fk, launch
 
     # two configurations per autotuner (what a call costs once its key is tuned does not
@@ -184,9 +185,15 @@ def _dispatch_child(repeat: int, rounds: int) -> Dict[str, Any]:
         CompiledKernel._init_handles, CompiledKernel.run = _no_op, property(lambda self: _no_op)
         times: Dict[str, Dict[str, List[float]]] = {name: {"before": [], "after": []} for name in _AUTOTUNED}
         split: Dict[str, Dict[str, List[float]]] = {name: {"before": [], "after": []} for name in calls}
-        chosen, ahead = _autotuned.CHOSEN, _autotuned.compile_ahead
+        direct = {name: {"before": split[name]["before"], "after": []} for name in calls}
+        chosen, ahead, launch_direct = _autotuned.CHOSEN, _autotuned.compile_ahead, _direct.launch
         launches, counts = [], {}  # Triton's dispatches skipped, one per kernel launched; per call
+
+        def count(*args: Any, **kwargs: Any) -> None:
+            launches.append(1)
+
         for _ in range(rounds):
+            _direct.launch = _via_triton  # the autotuner's table: Triton's dispatch on every launch
             for name in _AUTOTUNED:
                 # before: the autotuner on every call, as the launchers called it (each key's
                 # configurations compiled ahead once, not asked again)
@@ -194,23 +201,45 @@ def _dispatch_child(repeat: int, rounds: int) -> Dict[str, Any]:
                 times[name]["before"].append(_per_call(calls[name], repeat))
                 _autotuned.CHOSEN, _autotuned.compile_ahead = chosen, ahead
                 times[name]["after"].append(_per_call(calls[name], repeat))
-            for name, fn in calls.items():  # with Triton's dispatch, then the package's Python alone
+            for name, fn in calls.items():  # Triton's dispatch, the direct launch, the package alone
+                _direct.launch = _via_triton
                 split[name]["before"].append(_per_call(fn, repeat))
+                _direct.launch = launch_direct
+                direct[name]["after"].append(_per_call(fn, repeat))
+                _direct.launch = count
                 for jit in jits:
-                    jit.run = lambda *args, **kwargs: launches.append(1)
+                    jit.run = count
                 launches.clear()
                 split[name]["after"].append(_per_call(fn, repeat))
                 for jit in jits:
                     del jit.run
                 counts[name] = len(launches) / (repeat + 1)
-    rows = _rows(split, DISPATCH_CASES)
-    for row in rows:
-        row["launches"] = counts[row["call"]]
-    return {"rows": _rows(times, DISPATCH_CASES), "split": rows, "repeat": repeat, "rounds": rounds}
+        _direct.launch = launch_direct
+        through = {}  # per call as the package runs: the launches that still took Triton's dispatch
+        run = JITFunction.run  # counted in the class (a kernel's own run is a stand-in's, see _direct)
+        JITFunction.run = lambda self, *args, **kwargs: launches.append(1) or run(self, *args, **kwargs)
+        try:
+            for name, fn in calls.items():
+                fn()
+                launches.clear()
+                fn()
+                through[name] = len(launches)
+        finally:
+            JITFunction.run = run
+    rows, direct_rows = _rows(split, DISPATCH_CASES), _rows(direct, DISPATCH_CASES)
+    for row, direct_row in zip(rows, direct_rows):
+        row["launches"], direct_row["through_triton"] = counts[row["call"]], through[row["call"]]
+    return {"rows": _rows(times, DISPATCH_CASES), "direct": direct_rows, "split": rows,
+            "repeat": repeat, "rounds": rounds}
 
 
 def _no_op(*args: Any) -> None:
     return None
+
+
+def _via_triton(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> None:
+    """``attn_edu.kernels._direct.launch`` as it was: Triton's dispatch on every launch."""
+    kernel[grid](*args, **kwargs)
 
 
 def _per_call(fn, repeat: int) -> float:
@@ -235,9 +264,11 @@ def _rows(times: Dict[str, Dict[str, List[float]]], cases: Dict[str, str]) -> Li
 def dispatch_overhead(repeat: int = 200, rounds: int = 7, timeout: float = 900.0) -> Dict[str, Any]:
     """Time the launches with Triton's dispatch: the autotuned ones through the autotuner on
     every call (``before``) against the autotuner's choice launched directly (``after``,
-    ``attn_edu.kernels._autotuned``); then every call of :data:`DISPATCH_CASES` as the
-    package runs it, with Triton's dispatch against the package's Python alone (each
-    kernel's ``JITFunction.run`` a no-op), which splits a call's host time between the two.
+    ``attn_edu.kernels._autotuned``); then every call of :data:`DISPATCH_CASES` with
+    Triton's dispatch on every launch against the package's direct launch (a key's compiled
+    kernel launched again without ``JITFunction.run``, ``attn_edu.kernels._direct``), and
+    with Triton's dispatch against the package's Python alone (every launch a no-op), which
+    splits a call's host time between the two.
 
     A child process without ``TRITON_INTERPRET`` compiles :data:`DISPATCH_CASES` for an
     H100 (sm_90a) through the package's stand-in driver and stubs each compiled kernel's C
@@ -245,9 +276,12 @@ def dispatch_overhead(repeat: int = 200, rounds: int = 7, timeout: float = 900.0
     ``JITFunction.run`` (binding and specializing the arguments, the kernel's cache), all
     but the driver's launch (and, for host descriptors, the encoding of their tensor maps,
     which happens in it). Microseconds of this CPU, not a GPU number; returns ``{"rows":
-    [{"call", "what", "before_us", "after_us", "ratio"}, ...], "split": [the same, with
-    Triton as ``before_us``, the package alone as ``after_us`` and ``launches``, Triton's
-    dispatches per call], "repeat", "rounds"}``.
+    [{"call", "what", "before_us", "after_us", "ratio"}, ...], "direct": [the same, Triton's
+    dispatch on every launch as ``before_us``, as the package runs, each launch through
+    ``attn_edu.kernels._direct`` (Triton's dispatch only for a key's first launch), as
+    ``after_us``, and ``through_triton``, the launches of one call that still took Triton's
+    dispatch], "split": [the same, with Triton's dispatch as ``before_us``, the package
+    alone as ``after_us`` and ``launches``, kernels launched per call], "repeat", "rounds"}``.
     """
     code = (f"import json; from attn_edu.bench.host import _dispatch_child; "
             f"print('DISPATCH ' + json.dumps(_dispatch_child({int(repeat)}, {int(rounds)})))")
@@ -264,14 +298,18 @@ def dispatch_overhead(repeat: int = 200, rounds: int = 7, timeout: float = 900.0
 
 
 def format_dispatch_overhead(result: Dict[str, Any]) -> str:
-    """Two tables: through the autotuner against its choice direct, then each call with
+    """Three tables: through the autotuner against its choice launched, then each call with
+    Triton's dispatch on every launch against the package's direct launch, then with
     Triton's dispatch against the package alone (microseconds per call, ratio)."""
     how = "CPU, with Triton's dispatch: compiled for sm_90a, the C launcher stubbed"
+    direct = _table({**result, "rows": result["direct"]}, ("with Triton us", "direct us", "ratio"),
+                    how + "; direct: a key's compiled kernel launched again without JITFunction.run")
     split = _table({**result, "rows": result["split"]}, ("with Triton us", "package us", "ratio"),
-                   how + "; package: every JITFunction.run a no-op")
+                   how + "; package: every launch a no-op")
     launches = "; ".join(f"{r['call']} {r['launches']:g}" for r in result["split"])
-    return (_table(result, ("autotuner us", "direct us", "ratio"), how) + "\n\n" + split
-            + f"\n(Triton's dispatches per call: {launches})")
+    through = "; ".join(f"{r['call']} {r['through_triton']}" for r in result["direct"])
+    return (_table(result, ("autotuner us", "its choice us", "ratio"), how + "; Triton's dispatch on every launch")
+            + "\n\n" + direct + f"\n(launches still through Triton's dispatch: {through})\n\n" + split + f"\n(kernels launched per call: {launches})")
 
 
 def format_host_overhead(result: Dict[str, Any]) -> str:

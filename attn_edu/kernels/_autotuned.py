@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Hashable, Optional, Sequence, Tuple
 
+from . import _direct
 from ._compile_ahead import compile_ahead
 
 __all__ = ["CHOSEN", "chosen", "launch_autotuned"]
@@ -47,7 +48,10 @@ def launch_autotuned(tuner: Any, grid: Callable, args: Sequence[Any], kwargs: Di
     ``ahead``, the ``(tuner, args, kwargs)`` calls to compile in one pool, by default this
     one; ``()``: none, another call's pool compiled them), the autotuner times them (or
     finds its choice) and :data:`CHOSEN` keeps it; later calls with ``key`` launch
-    ``tuner.fn`` with that configuration directly."""
+    ``tuner.fn`` with that configuration directly (``attn_edu.kernels._direct``: Triton's
+    dispatch only for a specialization's first launch). ``grid`` is called with the
+    arguments by name as Triton calls it; on those later calls with the keywords and the
+    configuration's (all the launchers' grids read)."""
     chosen = CHOSEN.get((tuner, key))
     if chosen is None:
         ahead = [(tuner, args, kwargs)] if ahead is None else ahead
@@ -59,5 +63,6 @@ def launch_autotuned(tuner: Any, grid: Callable, args: Sequence[Any], kwargs: Di
     meta = chosen.all_kwargs()
     if chosen.pre_hook is not None:  # as Autotuner.run: the hook sees every argument by name
         chosen.pre_hook({**dict(zip(tuner.arg_names, args)), **kwargs, **meta})
-    tuner.fn[grid](*args, **kwargs, **meta)
+    # tuner.fn[grid](...) without Triton's dispatch; the grid of the keywords (what the launchers' grids read)
+    _direct.launch(tuner.fn, grid({**kwargs, **meta}), *args, **kwargs, **meta)
     return chosen

@@ -51,7 +51,7 @@ from torch import Tensor
 from .. import _checks
 from ..decoding.split_kv import chunk_size
 from .._call import require_tensor
-from . import _interpret, _targets
+from . import _direct, _interpret, _targets
 from ._plans import plan_cache
 from ._shared import HAS_TRITON, LN2, LOG2E, TRITON_DTYPES, causal_offset_arg, jit, padded_head_dim, tl
 
@@ -460,15 +460,16 @@ def decode(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float, 
     lens = (seqlens.to(device=q.device, dtype=torch.int32) if seqlens is not None
             else _no_seqlens(q.device))  # unused without seqlens
     extra = {} if capability is None else dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    _split_kernel[(B * HKV, num_splits, row_blocks)](
+    _direct.launch(  # _split_kernel[grid](...), Triton's dispatch skipped once the key is seen
+        _split_kernel, (B * HKV, num_splits, row_blocks),
         q, k, v, lens, o_part, m_part, l_part, *q.stride(), *k.stride(), *v.stride(),
         HKV, LQ, LK, causal_offset_arg(LQ, LK, align), chunk, num_splits, scale * LOG2E.value,
         GROUP=group, HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
         BLOCK_M=block_m, BLOCK_N=cfg.block_k, CAUSAL=align is not None,
         BOTTOM_RIGHT=align == "bottom_right", HAS_SEQLENS=seqlens is not None,
         INPUT_PRECISION=dot_precision, **extra)
-    _reduce_kernel[(B * HQ * LQ,)](
-        o_part, m_part, l_part, out, lse2, *out.stride(), HQ, LQ, num_splits,
+    _direct.launch(
+        _reduce_kernel, (B * HQ * LQ,), o_part, m_part, l_part, out, lse2, *out.stride(), HQ, LQ, num_splits,
         HEAD_DV=DV, BLOCK_S=max(2, _pow2(num_splits)), BLOCK_DV=padded_head_dim(DV),
         **({} if capability is None else dict(num_warps=REDUCE_NUM_WARPS)))
     if return_lse:

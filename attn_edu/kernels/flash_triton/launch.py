@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 
 from ... import _checks
-from .. import _targets
+from .. import _direct, _targets
 from .._autotuned import chosen, launch_autotuned
 from .._plans import plan_cache
 from .._shared import HAS_TRITON, LOG2E, causal_offset_arg, launch_grid, padded_head_dim, triton
@@ -614,7 +614,7 @@ def forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
     if fixed is not None:
         (bm, bn, warps, stages), _ = fixed
         extra = {} if kernels.BUILT_INTERPRETED else dict(num_warps=warps, num_stages=stages)
-        kernels.attn_fwd[launch_grid(B * H, LQ, bm)](*args, **meta, BLOCK_M=bm, BLOCK_N=bn, **extra)
+        _direct.launch(kernels.attn_fwd, launch_grid(B * H, LQ, bm), *args, **meta, BLOCK_M=bm, BLOCK_N=bn, **extra)
     else:
         # a key's first call compiles its configurations in parallel and tunes; later ones
         # launch the autotuner's choice directly
@@ -800,8 +800,8 @@ def backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tens
                                                  tuple(v.shape), align, mode, precision)
     delta = torch.empty((B, H, LQ), dtype=torch.float32, device=q.device)  # (B, H, Lq)
     # every grid is one axis, B * H * blocks, as in the forward: any B * H launches
-    kernels.attn_bwd_preprocess[launch_grid(B * H, LQ, 32)](
-        out, do, delta, *out.stride(), *do.stride(), H, LQ,
+    _direct.launch(  # kernels.attn_bwd_preprocess[grid](...), without Triton's dispatch once seen
+        kernels.attn_bwd_preprocess, launch_grid(B * H, LQ, 32), out, do, delta, *out.stride(), *do.stride(), H, LQ,
         HEAD_DV=DV, BLOCK_M=32, BLOCK_DV=meta["BLOCK_DV"])
     common = (*q.stride(), *k.stride(), *v.stride(), *do.stride(), *ints, scale, offset)
     atomic = mode == "atomic_dq"
@@ -820,7 +820,8 @@ def backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tens
     for i, (bm, bn, warps, stages) in enumerate(configs):
         extra = {} if warps is None else dict(num_warps=warps, num_stages=stages)
         try:
-            kernels.attn_bwd_dkdv[launch_grid(B * H, LK, bn)](
+            _direct.launch(
+                kernels.attn_bwd_dkdv, launch_grid(B * H, LK, bn),
                 q, k, v, do, dk, dv, dq_acc, lse, delta, *common, **meta, ATOMIC_DQ=atomic,
                 BLOCK_M=bm, BLOCK_N=bn, **extra)
             if atomic:
@@ -828,7 +829,8 @@ def backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tens
                 break
             # the dQ kernel mirrors it: bn query rows per program, bm keys per step (its
             # matmuls then have bn >= 64 rows, what Hopper's wgmma needs)
-            kernels.attn_bwd_dq[launch_grid(B * H, LQ, bn)](
+            _direct.launch(
+                kernels.attn_bwd_dq, launch_grid(B * H, LQ, bn),
                 q, k, v, do, dq, lse, delta, *common, **meta, BLOCK_M=bn, BLOCK_N=bm, **extra)
             break
         except _targets.OutOfResources:  # not enough shared memory on this GPU: smaller blocks

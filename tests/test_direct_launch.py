@@ -1,0 +1,170 @@
+"""A kernel launched again without Triton's dispatch (attn_edu.kernels._direct) is the kernel
+Triton would launch, with the same arguments.
+
+No GPU here: in a child process without TRITON_INTERPRET, Triton compiles for sm_90a through
+the package's stand-in driver, and the C launcher (``CompiledKernel.run``) records each launch:
+the compiled kernel, the grid and every argument. Each call is made twice, through
+``kernel[grid](...)`` (Triton's ``JITFunction.run``) and through ``_direct.launch``, after every
+case has been seen once, so a key too coarse to tell two specializations apart launches
+another case's kernel. What is real: Triton's own specialization of each argument, its
+kernel cache, and the package's launch sites (the decode step's two kernels, an autotuned
+forward's chosen configuration with its callable grid).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("triton")
+
+from venvs import compiled_env  # noqa: E402
+
+SCRIPT = r'''
+import json, torch, triton, triton.language as tl
+from triton import knobs
+from triton.compiler.compiler import CompiledKernel
+from attn_edu.kernels import _compile_ahead as ca, _direct, decode_triton as dt
+from attn_edu.kernels.flash_triton import launch
+
+GAIN = tl.constexpr(1.0)  # a global the kernel reads: Triton checks it on every launch
+
+@triton.jit
+def tiny(X, Y, n, stride, alpha, BLOCK: tl.constexpr, FLAG: tl.constexpr = False):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(X + offs * stride, mask=offs < n)
+    tl.store(Y + offs, (x * alpha * GAIN).to(Y.dtype.element_ty), mask=offs < n)
+
+records = []
+def recorder(self):
+    def run(g0, g1, g2, stream, function, packed, meta, enter, exit_, *args):
+        records.append((id(self), (g0, g1, g2), [describe(a) for a in args]))
+    return run
+
+def describe(a):  # a tensor by what a launch can tell of it; anything else by value
+    if isinstance(a, torch.Tensor):
+        return ["tensor", list(a.shape), list(a.stride()), str(a.dtype), a.data_ptr() % 16]
+    return [type(a).__name__, a if isinstance(a, (int, float, str, bool, type(None))) else repr(a)]
+
+def via_triton(kernel, grid, *args, **kwargs):
+    kernel[grid](*args, **kwargs)
+
+def both(call):
+    """call(launcher) once through Triton, once through _direct: the two launch records."""
+    records.clear(); call(via_triton); triton_said = list(records)
+    records.clear(); call(_direct.launch); direct_said = list(records)
+    return triton_said, direct_said
+
+x = torch.zeros(256, dtype=torch.float16)
+y = torch.zeros(256, dtype=torch.float16)
+cases = {  # each one specialization Triton tells apart from the base case
+    "base": ((x, y, 64, 1, 0.5), {"BLOCK": 64}),
+    "X 2 bytes off 16": ((x[1:], y, 64, 1, 0.5), {"BLOCK": 64}),
+    "n 17, not a multiple of 16": ((x, y, 17, 1, 0.5), {"BLOCK": 64}),
+    "stride 1 vs 16": ((x, y, 64, 16, 0.5), {"BLOCK": 64}),
+    "n = 1": ((x, y, 1, 1, 0.5), {"BLOCK": 64}),
+    "stride past int32": ((x, y, 64, 2 ** 31 + 16, 0.5), {"BLOCK": 64}),
+    "alpha an int": ((x, y, 64, 1, 2), {"BLOCK": 64}),
+    "X float32": ((torch.zeros(256), y, 64, 1, 0.5), {"BLOCK": 64}),
+    "FLAG given": ((x, y, 64, 1, 0.5), {"BLOCK": 64, "FLAG": True}),
+    "num_warps 8": ((x, y, 64, 1, 0.5), {"BLOCK": 64, "num_warps": 8}),
+}
+out = {"cases": {}}
+with ca.gpu_target_stand_in((9, 0)):
+    CompiledKernel._init_handles = lambda self: None
+    CompiledKernel.run = property(recorder)
+    for args, kwargs in cases.values():  # every case seen once: the direct table holds them all
+        _direct.launch(tiny, (2,), *args, **kwargs)
+    for name, (args, kwargs) in cases.items():
+        out["cases"][name] = both(lambda go: go(tiny, (2,), *args, **kwargs))
+    out["kernels"] = len({r[0][0][0] for r in out["cases"].values()})
+    out["tiny_cached"] = _direct.cached(tiny)
+    # TRITON_DEBUG's option compiles another kernel: the direct launch must not reuse the first
+    knobs.runtime.debug = True
+    out["debug"] = both(lambda go: go(tiny, (2,), *cases["base"][0], **cases["base"][1]))
+    knobs.runtime.debug = False
+    # a constexpr passed by position: through Triton on every call, nothing kept
+    out["positional"] = both(lambda go: go(tiny, (2,), x, y, 64, 1, 0.5, 32))
+    out["tiny_cached_after"] = _direct.cached(tiny)
+    # the global rebound: to an equal value, both launch the kernel; to another, both raise
+    base_args, base_kwargs = cases["base"]
+    GAIN = tl.constexpr(1.0)
+    out["global_equal"] = both(lambda go: go(tiny, (2,), *base_args, **base_kwargs))
+    GAIN = tl.constexpr(2.0)
+    out["global_changed"] = []
+    for go in (via_triton, _direct.launch):
+        try:
+            go(tiny, (2,), *base_args, **base_kwargs)
+            out["global_changed"].append("launched")
+        except RuntimeError as e:
+            out["global_changed"].append(str(e)[:40])
+    GAIN = tl.constexpr(1.0)
+
+    # the package's launch sites: the decode step (two kernels, constexprs by keyword) and
+    # the autotuned forward's chosen configuration (a callable grid)
+    b = torch.bfloat16
+    qd, kd = torch.randn(1, 32, 1, 128).to(b), torch.randn(1, 8, 1000, 128).to(b)
+    q = torch.randn(1, 2, 128, 64).to(b)
+    launch.forward_configs = lambda *a, **k: [(64, 32, 4, 2), (64, 64, 4, 3)]
+    steps = {
+        "decode": lambda: dt.decode(qd, kd, kd, "bottom_right", 128 ** -0.5, 4),
+        "forward": lambda: launch.forward(q, q, q, "top_left", 0.125),
+    }
+    with ca.launches_compile_only(launch._attn_fwd, *(getattr(dt, n) for n in dt.LAUNCHED)):
+        for step in steps.values():
+            step()  # compiled (and the forward tuned)
+    for name, step in steps.items():
+        step()  # Triton's dispatch once more: the direct table keeps the kernels
+        def call(go, step=step):
+            saved, _direct.launch = _direct.launch, go
+            try:
+                step()
+            finally:
+                _direct.launch = saved
+        out[name] = both(call)
+print("DIRECT " + json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def said(tmp_path_factory):
+    script = tmp_path_factory.mktemp("direct") / "direct_child.py"
+    script.write_text(SCRIPT)  # a file: @triton.jit reads the kernel's source
+    done = subprocess.run([sys.executable, str(script)], env=compiled_env(TRITON_DEFAULT_FP_FUSION="1"),
+                          capture_output=True, text=True, timeout=600)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("DIRECT ")), None)
+    assert done.returncode == 0 and line, done.stderr[-3000:]
+    return json.loads(line[len("DIRECT "):])
+
+
+def test_every_specialization_gets_the_kernel_triton_launches(said):
+    cases = said["cases"]
+    for name, (triton_said, direct_said) in cases.items():
+        assert len(triton_said) == 1 and direct_said == triton_said, name
+    # the cases are ten specializations: ten kernels, each kept once
+    assert said["kernels"] == len(cases) == said["tiny_cached"]
+
+
+def test_a_debug_build_and_a_positional_constexpr_go_through_triton(said):
+    triton_said, direct_said = said["debug"]
+    assert direct_said == triton_said and triton_said[0][0] != said["cases"]["base"][0][0][0]
+    triton_said, direct_said = said["positional"]
+    assert direct_said == triton_said and triton_said[0][2][5] == ["int", 32]
+    assert said["tiny_cached_after"] == said["tiny_cached"] + 1  # the debug kernel, not the positional one
+
+
+def test_a_global_rebound_goes_through_triton_which_raises_when_its_value_changed(said):
+    triton_said, direct_said = said["global_equal"]
+    assert direct_said == triton_said == said["cases"]["base"][0]
+    assert said["global_changed"] == ["Global variable GAIN has changed since w"] * 2
+
+
+def test_the_package_launch_sites_launch_what_triton_launches(said):
+    triton_said, direct_said = said["decode"]
+    assert len(triton_said) == 2 and direct_said == triton_said  # split, then reduce
+    triton_said, direct_said = said["forward"]
+    assert len(triton_said) == 1 and direct_said == triton_said
+    grid, args = triton_said[0][1], triton_said[0][2]
+    assert grid == [2 * 2, 1, 1] and ["int", 64] in args  # B * H * 128 / BLOCK_M = 64 rows
