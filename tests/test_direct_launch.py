@@ -8,7 +8,7 @@ the compiled kernel, the grid and every argument. Each call is made twice, throu
 case has been seen once, so a key too coarse to tell two specializations apart launches
 another case's kernel. What is real: Triton's own specialization of each argument, its
 kernel cache, and the package's launch sites (the decode step's two kernels, an autotuned
-forward's chosen configuration with its callable grid).
+forward's chosen configuration with its callable grid, the block-sparse kernel).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ SCRIPT = r'''
 import json, torch, triton, triton.language as tl
 from triton import knobs
 from triton.compiler.compiler import CompiledKernel
-from attn_edu.kernels import _compile_ahead as ca, _direct, decode_triton as dt
+from attn_edu.kernels import _compile_ahead as ca, _direct, block_sparse_triton as bs, decode_triton as dt
 from attn_edu.kernels.flash_triton import launch
 
 GAIN = tl.constexpr(1.0)  # a global the kernel reads: Triton checks it on every launch
@@ -102,17 +102,24 @@ with ca.gpu_target_stand_in((9, 0)):
             out["global_changed"].append(str(e)[:40])
     GAIN = tl.constexpr(1.0)
 
-    # the package's launch sites: the decode step (two kernels, constexprs by keyword) and
-    # the autotuned forward's chosen configuration (a callable grid)
+    # the package's launch sites: the decode step (two kernels, constexprs by keyword), the
+    # autotuned forward's chosen configuration (a callable grid) and the block-sparse kernel
     b = torch.bfloat16
     qd, kd = torch.randn(1, 32, 1, 128).to(b), torch.randn(1, 8, 1000, 128).to(b)
     q = torch.randn(1, 2, 128, 64).to(b)
     launch.forward_configs = lambda *a, **k: [(64, 32, 4, 2), (64, 64, 4, 3)]
+    # block-sparse has no launcher below its front door, which refuses CPU tensors without the
+    # interpreter: its check answers as it would for CUDA ones
+    bs._targets.check_kernel_inputs = lambda limits, q, k, v, *rest: ("bfloat16", tuple(q.shape[:2]), 1)
+    causal = torch.ones(256, 256, dtype=torch.bool).tril()
+    qs = torch.randn(1, 2, 256, 64).to(b)
     steps = {
         "decode": lambda: dt.decode(qd, kd, kd, "bottom_right", 128 ** -0.5, 4),
         "forward": lambda: launch.forward(q, q, q, "top_left", 0.125),
+        "block-sparse": lambda: bs.block_sparse_attention(qs, qs, qs, causal),
     }
-    with ca.launches_compile_only(launch._attn_fwd, *(getattr(dt, n) for n in dt.LAUNCHED)):
+    compiled_only = (launch._attn_fwd, bs._block_sparse_fwd_kernel, *(getattr(dt, n) for n in dt.LAUNCHED))
+    with ca.launches_compile_only(*compiled_only):
         for step in steps.values():
             step()  # compiled (and the forward tuned)
     for name, step in steps.items():
@@ -124,6 +131,8 @@ with ca.gpu_target_stand_in((9, 0)):
             finally:
                 _direct.launch = saved
         out[name] = both(call)
+    out["sites_cached"] = {name: _direct.cached(kernel) for name, kernel in (
+        ("decode", dt._split_kernel), ("forward", launch._attn_fwd.fn), ("block-sparse", bs._block_sparse_fwd_kernel))}
 print("DIRECT " + json.dumps(out))
 '''
 
@@ -168,3 +177,7 @@ def test_the_package_launch_sites_launch_what_triton_launches(said):
     assert len(triton_said) == 1 and direct_said == triton_said
     grid, args = triton_said[0][1], triton_said[0][2]
     assert grid == [2 * 2, 1, 1] and ["int", 64] in args  # B * H * 128 / BLOCK_M = 64 rows
+    triton_said, direct_said = said["block-sparse"]
+    assert len(triton_said) == 1 and direct_said == triton_said
+    # and each site's launches took the direct path: one compiled kernel kept for each
+    assert said["sites_cached"] == {"decode": 1, "forward": 1, "block-sparse": 1}

@@ -104,9 +104,15 @@ def cached_venv(name: str, requirements: Sequence[str], base: Optional[Path] = N
 
 
 def install_attn_edu(python: Path, source: Path = REPO) -> None:
-    """``pip install --no-deps`` the attn_edu at ``source`` (a copy, not editable)."""
-    # no build isolation: the venv's own setuptools builds it (no download)
-    run_pip(python, "install", "--no-deps", "--force-reinstall", "--no-build-isolation", str(source))
+    """``pip install --no-deps`` the attn_edu at ``source`` (a copy, not editable). One
+    install of a source tree at a time: setuptools builds the wheel in ``source/build``, and
+    two pytest-xdist workers building it at once fail ("File exists: ...dist-info")."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tree = hashlib.sha256(str(Path(source).resolve()).encode()).hexdigest()[:12]
+    with open(CACHE / f"install-{tree}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        # no build isolation: the venv's own setuptools builds it (no download)
+        run_pip(python, "install", "--no-deps", "--force-reinstall", "--no-build-isolation", str(source))
 
 
 def overlay_site_packages(python: Path, donor: Path, exclude: Iterable[str] = ("attn_edu",)) -> Path:

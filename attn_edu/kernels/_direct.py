@@ -42,7 +42,9 @@ if HAS_TRITON:
 
 __all__ = ["launch", "arg_key", "args_key", "cached"]
 
-_TABLES: Dict[int, Tuple[Any, Dict[Any, Any]]] = {}  # id(kernel) -> (kernel, key -> (compiled, tail))
+#: id(kernel) -> (kernel, {key: (compiled kernel, the arguments after the positional ones, the
+#: globals' objects)}, or None once the kernel must go through Triton)
+_TABLES: Dict[int, Tuple[Any, Optional[Dict[Any, Any]]]] = {}
 _I32, _U64 = 2 ** 31, 2 ** 63
 _MISSING = object()
 

@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..masks import causal_offset_or_none
+
 try:  # guarded: the rest of attn_edu never needs triton
     import triton
     import triton.language as tl
@@ -57,8 +59,6 @@ def padded_head_dim(d: int) -> int:
 def causal_offset_arg(lq: int, lk: int, alignment: Optional[str]) -> int:
     """What a kernel's causal-offset argument gets: :func:`attn_edu.masks.causal_offset_or_none`,
     0 when not causal (the kernel then ignores it)."""
-    from ..masks import causal_offset_or_none
-
     return causal_offset_or_none(lq, lk, alignment) or 0
 
 

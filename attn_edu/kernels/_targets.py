@@ -8,9 +8,11 @@ nothing heavy (only ``triton.runtime.errors`` when triton is installed).
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
+from . import _interpret
 from ._plans import plan_cache
 
 __all__ = ["device_capability", "sm_count", "Target", "TARGETS", "OutOfResources", "PRECISIONS", "TF32_MIN_CAPABILITY",
@@ -148,8 +150,6 @@ def check_runnable(device: object, dtype_name: str, built_interpreted: bool, wha
     unless the kernel multiplies it in float32 there (``interpreter_bfloat16``).
     Anything else: a ValueError.
     """
-    from . import _interpret
-
     kind = getattr(device, "type", str(device))
     if kind == "cuda":
         import torch
@@ -265,18 +265,11 @@ def _input_facts(q: object, k: object, v: object) -> Optional[tuple]:
     inputs are not exactly ``torch.Tensor`` (those are checked in full, every call). No rule
     reads a length but that one, so a decode loop's cache, one key longer each step, is
     answered from the table."""
-    import sys
-
     torch = sys.modules.get("torch")
     if torch is None or type(q) is not torch.Tensor or type(k) is not torch.Tensor or type(v) is not torch.Tensor:
         return None
     device = q.device
-    if device.type == "cpu":
-        from . import _interpret
-
-        interpret = _interpret.requested()
-    else:
-        interpret = None
+    interpret = _interpret.requested() if device.type == "cpu" else None
     qs, ks, vs = tuple(q.shape), tuple(k.shape), tuple(v.shape)  # a tuple slices faster than a torch.Size
     return (q.dtype, k.dtype, v.dtype, device, k.device, v.device, qs[:-2], qs[-1:], ks[:-2], ks[-1:],
             vs[:-2], vs[-1:], ks[-2:-1] == vs[-2:-1], interpret)
