@@ -42,8 +42,9 @@ if HAS_TRITON:
 
 __all__ = ["launch", "arg_key", "args_key", "cached"]
 
-#: id(kernel) -> (kernel, {key: (compiled kernel, the arguments after the positional ones, the
-#: globals' objects)}, or None once the kernel must go through Triton)
+#: Per kernel, by its id, ``(kernel, table)``; the table maps a key to ``(compiled kernel,
+#: arguments after the positional ones, the globals' objects)``, and is None once the kernel
+#: must go through Triton.
 _TABLES: Dict[int, Tuple[Any, Optional[Dict[Any, Any]]]] = {}
 _I32, _U64 = 2 ** 31, 2 ** 63
 _MISSING = object()

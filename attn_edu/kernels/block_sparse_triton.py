@@ -66,7 +66,7 @@ kernel that reads them.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
