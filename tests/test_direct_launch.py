@@ -28,6 +28,7 @@ from triton import knobs
 from triton.compiler.compiler import CompiledKernel
 from attn_edu.kernels import _compile_ahead as ca, _direct, block_sparse_triton as bs, decode_triton as dt
 from attn_edu.kernels.flash_triton import launch
+from attn_edu.bench.host import _via_triton as via_triton  # kernel[grid](...), Triton's dispatch
 
 GAIN = tl.constexpr(1.0)  # a global the kernel reads: Triton checks it on every launch
 
@@ -47,9 +48,6 @@ def describe(a):  # a tensor by what a launch can tell of it; anything else by v
     if isinstance(a, torch.Tensor):
         return ["tensor", list(a.shape), list(a.stride()), str(a.dtype), a.data_ptr() % 16]
     return [type(a).__name__, a if isinstance(a, (int, float, str, bool, type(None))) else repr(a)]
-
-def via_triton(kernel, grid, *args, **kwargs):
-    kernel[grid](*args, **kwargs)
 
 def both(call):
     """call(launcher) once through Triton, once through _direct: the two launch records."""

@@ -60,9 +60,9 @@ def launch_autotuned(tuner: Any, grid: Callable, args: Sequence[Any], kwargs: Di
         tuner[grid](*args, **kwargs)
         chosen = CHOSEN[(tuner, key)] = tuner.best_config
         return chosen
-    meta = chosen.all_kwargs()
+    named = {**kwargs, **chosen.all_kwargs()}  # the keywords and the configuration's
     if chosen.pre_hook is not None:  # as Autotuner.run: the hook sees every argument by name
-        chosen.pre_hook({**dict(zip(tuner.arg_names, args)), **kwargs, **meta})
+        chosen.pre_hook({**dict(zip(tuner.arg_names, args)), **named})
     # tuner.fn[grid](...) without Triton's dispatch; the grid of the keywords (what the launchers' grids read)
-    _direct.launch(tuner.fn, grid({**kwargs, **meta}), *args, **kwargs, **meta)
+    _direct.launch(tuner.fn, grid(named), *args, **named)
     return chosen
