@@ -26,6 +26,7 @@ SCRIPT = r'''
 import json, torch, triton, triton.language as tl
 from triton import knobs
 from triton.compiler.compiler import CompiledKernel
+from triton.tools.tensor_descriptor import TensorDescriptor
 from attn_edu.kernels import _compile_ahead as ca, _direct, block_sparse_triton as bs, decode_triton as dt
 from attn_edu.kernels.flash_triton import launch
 from attn_edu.bench.host import _via_triton as via_triton  # kernel[grid](...), Triton's dispatch
@@ -38,6 +39,10 @@ def tiny(X, Y, n, stride, alpha, BLOCK: tl.constexpr, FLAG: tl.constexpr = False
     x = tl.load(X + offs * stride, mask=offs < n)
     tl.store(Y + offs, (x * alpha * GAIN).to(Y.dtype.element_ty), mask=offs < n)
 
+@triton.jit
+def tiny_desc(D, Y):  # a host TMA descriptor: its block loaded and summed
+    tl.store(Y, tl.sum(tl.sum(D.load([0, 0]).to(tl.float32), 1), 0))
+
 records = []
 def recorder(self):
     def run(g0, g1, g2, stream, function, packed, meta, enter, exit_, *args):
@@ -47,6 +52,9 @@ def recorder(self):
 def describe(a):  # a tensor by what a launch can tell of it; anything else by value
     if isinstance(a, torch.Tensor):
         return ["tensor", list(a.shape), list(a.stride()), str(a.dtype), a.data_ptr() % 16]
+    if isinstance(a, TensorDescriptor):  # every field (the C launcher reads them all)
+        return ["descriptor", describe(a.base), a.base.storage_offset(), list(a.shape), list(a.strides),
+                list(a.block_shape), a.padding, getattr(a, "round_f32_to_tf32", None)]
     return [type(a).__name__, a if isinstance(a, (int, float, str, bool, type(None))) else repr(a)]
 
 def both(call):
@@ -100,12 +108,34 @@ with ca.gpu_target_stand_in((9, 0)):
             out["global_changed"].append(str(e)[:40])
     GAIN = tl.constexpr(1.0)
 
+    # host descriptors: Triton specializes one on its dtype and block shape, the key too; a
+    # descriptor that differs in anything else launches the base case's kernel, with its own fields
+    m = torch.zeros(128, 128, dtype=torch.float16)
+    desc = lambda x, block, **kw: TensorDescriptor(x, list(x.shape), list(x.stride()), block, **kw)
+    specialized = {
+        "base": desc(m[:64, :64], [16, 16]),
+        "block 32 x 16": desc(m[:64, :64], [32, 16]),
+        "float32": desc(torch.zeros(64, 64), [16, 16]),
+    }
+    same = {
+        "shape 17 x 64": desc(m[:17, :64], [16, 16]),
+        "row stride 128": desc(m[:, :64], [16, 16]),
+        "base 16 rows on": desc(m[16:80, :64], [16, 16]),
+        "padding nan": desc(m[:64, :64], [16, 16], padding="nan"),
+    }
+    for d in specialized.values():
+        _direct.launch(tiny_desc, (1,), d, y)
+    out["descriptors"] = {name: both(lambda go: go(tiny_desc, (1,), d, y)) for name, d in {**specialized, **same}.items()}
+    out["descriptor_kernels"] = len({out["descriptors"][n][0][0][0] for n in specialized})
+    out["descriptor_cached"] = _direct.cached(tiny_desc)
+
     # the package's launch sites: the decode step (two kernels, constexprs by keyword), the
     # autotuned forward's chosen configuration (a callable grid) and the block-sparse kernel
     b = torch.bfloat16
     qd, kd = torch.randn(1, 32, 1, 128).to(b), torch.randn(1, 8, 1000, 128).to(b)
     q = torch.randn(1, 2, 128, 64).to(b)
     launch.forward_configs = lambda *a, **k: [(64, 32, 4, 2), (64, 64, 4, 3)]
+    launch.variant_configs = lambda *a, **k: [(64, 64, 4, 2), (128, 64, 8, 2)]
     # block-sparse has no launcher below its front door, which refuses CPU tensors without the
     # interpreter: its check answers as it would for CUDA ones
     bs._targets.check_kernel_inputs = lambda limits, q, k, v, *rest: ("bfloat16", tuple(q.shape[:2]), 1)
@@ -114,9 +144,12 @@ with ca.gpu_target_stand_in((9, 0)):
     steps = {
         "decode": lambda: dt.decode(qd, kd, kd, "bottom_right", 128 ** -0.5, 4),
         "forward": lambda: launch.forward(q, q, q, "top_left", 0.125),
+        # FlashAttention-3's ladder at its top: host descriptors, a persistent grid, warp specialization
+        "fa3": lambda: launch.forward(q, q, q, "top_left", 0.125, use_tma=True, variant="persistent"),
         "block-sparse": lambda: bs.block_sparse_attention(qs, qs, qs, causal),
     }
-    compiled_only = (launch._attn_fwd, bs._block_sparse_fwd_kernel, *(getattr(dt, n) for n in dt.LAUNCHED))
+    compiled_only = (launch._attn_fwd, launch._fa3_tuner("persistent"), bs._block_sparse_fwd_kernel,
+                     *(getattr(dt, n) for n in dt.LAUNCHED))
     with ca.launches_compile_only(*compiled_only):
         for step in steps.values():
             step()  # compiled (and the forward tuned)
@@ -130,7 +163,8 @@ with ca.gpu_target_stand_in((9, 0)):
                 _direct.launch = saved
         out[name] = both(call)
     out["sites_cached"] = {name: _direct.cached(kernel) for name, kernel in (
-        ("decode", dt._split_kernel), ("forward", launch._attn_fwd.fn), ("block-sparse", bs._block_sparse_fwd_kernel))}
+        ("decode", dt._split_kernel), ("forward", launch._attn_fwd.fn), ("fa3", launch.kernels.attn_fwd_fa3),
+        ("block-sparse", bs._block_sparse_fwd_kernel))}
 print("DIRECT " + json.dumps(out))
 '''
 
@@ -168,6 +202,19 @@ def test_a_global_rebound_goes_through_triton_which_raises_when_its_value_change
     assert said["global_changed"] == ["Global variable GAIN has changed since w"] * 2
 
 
+def test_a_host_descriptor_is_keyed_on_what_triton_specializes_it_on(said):
+    cases = said["descriptors"]
+    for name, (triton_said, direct_said) in cases.items():
+        assert len(triton_said) == 1 and direct_said == triton_said, name
+    # dtype and block shape: three kernels; shape, strides, address and padding: the base's kernel
+    # (the key holds the padding too, finer than Triton: four entries kept)
+    assert said["descriptor_kernels"] == 3 and said["descriptor_cached"] == 4
+    base_kernel = cases["base"][0][0][0]
+    for name in ("shape 17 x 64", "row stride 128", "base 16 rows on", "padding nan"):
+        assert cases[name][0][0][0] == base_kernel, name
+        assert cases[name][0][0][2] != cases["base"][0][0][2], name  # launched with its own fields
+
+
 def test_the_package_launch_sites_launch_what_triton_launches(said):
     triton_said, direct_said = said["decode"]
     assert len(triton_said) == 2 and direct_said == triton_said  # split, then reduce
@@ -175,7 +222,12 @@ def test_the_package_launch_sites_launch_what_triton_launches(said):
     assert len(triton_said) == 1 and direct_said == triton_said
     grid, args = triton_said[0][1], triton_said[0][2]
     assert grid == [2 * 2, 1, 1] and ["int", 64] in args  # B * H * 128 / BLOCK_M = 64 rows
+    triton_said, direct_said = said["fa3"]  # four host descriptors, each with its block shape
+    assert len(triton_said) == 1 and direct_said == triton_said
+    blocks = [a[5] for a in triton_said[0][2] if a[0] == "descriptor"]
+    assert blocks == [[1, 1, 64, 64]] * 4 or blocks == [[1, 1, 128, 64], [1, 1, 64, 64], [1, 1, 64, 64],
+                                                        [1, 1, 128, 64]]
     triton_said, direct_said = said["block-sparse"]
     assert len(triton_said) == 1 and direct_said == triton_said
     # and each site's launches took the direct path: one compiled kernel kept for each
-    assert said["sites_cached"] == {"decode": 1, "forward": 1, "block-sparse": 1}
+    assert said["sites_cached"] == {"decode": 1, "forward": 1, "fa3": 1, "block-sparse": 1}

@@ -8,7 +8,8 @@ and looking the compiled kernel up. A decode step launches two kernels whose wor
 takes tens of microseconds: Triton's dispatch is then as long as the work.
 
 :func:`launch` answers the lookup from a finer key computed in Python (each argument's
-class of values, see :func:`arg_key`): the first call with a key goes through Triton as
+class of values, see :func:`arg_key`; a host TMA descriptor by its fields, FlashAttention-3's
+four among them): the first call with a key goes through Triton as
 before and keeps the ``CompiledKernel`` it returns; a later call with the same key launches
 that kernel with the same arguments, in the same order, through the same C launcher
 ``JITFunction.run`` calls (``CompiledKernel.run``). Two calls with the same key have the
@@ -16,8 +17,9 @@ same specialization (every fact Triton specializes on is in the key, and more), 
 kernel Triton would have chosen is the one launched. Everything else goes through Triton:
 the interpreter; a kernel whose ``run`` is replaced (the compile-only launches of
 ``_compile_ahead``, a benchmark's stub); launch hooks before a launch (``pre_run_hooks``) or
-a compile-stage hook; a kernel once given an argument of another kind (a TMA descriptor:
-FlashAttention-3's host descriptors); a constexpr passed by position; a global the kernel
+a compile-stage hook; a kernel once given an argument of another kind (one ``arg_key`` has no
+key for, a descriptor of fields it does not know among them); a constexpr passed by
+position; a global the kernel
 reads bound to another object since (Triton compares the values, and raises if they
 differ). ``torch.compile``'s Inductor launches its Triton kernels the same way, through
 ``CompiledKernel.run``.
@@ -33,12 +35,18 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ._shared import HAS_TRITON
 
+_Descriptor: Any = None  # triton.tools.tensor_descriptor.TensorDescriptor, where there is one
 if HAS_TRITON:
     import torch
     from triton import knobs
     from triton.compiler.compiler import CompiledKernel
     from triton.runtime.driver import driver
     from triton.runtime.jit import JITFunction
+
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor as _Descriptor
+    except ImportError:  # pragma: no cover - a Triton without host descriptors
+        pass
 
 __all__ = ["launch", "arg_key", "args_key", "cached"]
 
@@ -58,8 +66,8 @@ def arg_key(arg: Any) -> Any:
     """What of one argument a kernel's specialization can depend on, or finer: a tensor's
     dtype and its address modulo 16; an integer's residue modulo 16 and, unless it lies in
     2 .. 2**31 - 1, whether it is 1 and which of int32, int64 and uint64 holds it; a bool's
-    value; a float's or None's type. Keys of different kinds never compare equal. Raises
-    ``_Other`` for anything else."""
+    value; a float's or None's type; a host TMA descriptor's fields (:func:`_descriptor_key`).
+    Keys of different kinds never compare equal. Raises ``_Other`` for anything else."""
     kind = type(arg)
     if kind is int:
         return arg & 15 if 1 < arg < _I32 else (int, arg == 1, arg & 15, -_I32 <= arg < _I32, arg < _U64)
@@ -69,7 +77,29 @@ def arg_key(arg: Any) -> Any:
         return bool, arg
     if kind is float or arg is None:
         return kind
+    if kind is _Descriptor:
+        return _descriptor_key(arg)
     raise _Other(kind)
+
+
+#: The fields of a host TensorDescriptor in the Triton versions :func:`_descriptor_key` knows
+#: (3.9 added the rounding flag); one with other fields goes through Triton.
+_DESCRIPTOR_FIELDS = (("base", "shape", "strides", "block_shape", "padding", "round_f32_to_tf32"),
+                      ("base", "shape", "strides", "block_shape", "padding"))
+
+
+def _descriptor_key(desc: Any) -> Tuple[Any, ...]:
+    """A host TMA descriptor's key: its base's dtype and its block shape (all Triton 3.6 and
+    3.9 specialize a descriptor on; the C launcher reads the rest, its address, shape and
+    strides, on every launch), its padding and rounding flag. ``tests/test_direct_launch.py``
+    checks against Triton's own specialization that nothing else of a descriptor changes it.
+    Raises ``_Other`` for a descriptor with other fields (another Triton's) or a base that is
+    not a tensor."""
+    fields = desc.__dict__
+    base = fields.get("base")
+    if tuple(fields) not in _DESCRIPTOR_FIELDS or type(base) is not torch.Tensor:
+        raise _Other(tuple(fields))
+    return _Descriptor, base.dtype, tuple(fields["block_shape"]), fields["padding"], fields.get("round_f32_to_tf32")
 
 
 def args_key(args: Sequence[Any]) -> Tuple[Any, ...]:
@@ -135,11 +165,12 @@ def launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> None:
     compiled, tail, _ = hit
     full = args + tail
     stream = driver.active.get_current_stream(device)
-    meta = compiled.launch_metadata(grid, stream, *full)
+    enter = knobs.runtime.launch_enter_hook
+    # Triton's launch_metadata is None without an enter hook (3.6 and 3.9): the call skipped then
+    meta = None if enter is None else compiled.launch_metadata(grid, stream, *full)
     n = len(grid)
     compiled.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, stream, compiled.function,
-                 compiled.packed_metadata, meta, knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook,
-                 *full)
+                 compiled.packed_metadata, meta, enter, knobs.runtime.launch_exit_hook, *full)
 
 
 def _tail(kernel: Any, positional: int, kwargs: Dict[str, Any]) -> Optional[Tuple[Any, ...]]:
