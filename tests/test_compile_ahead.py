@@ -28,7 +28,7 @@ from attn_edu.kernels.flash_triton import launch
 
 # two configurations per kernel, from each one's space: a short test
 launch.forward_configs = lambda *a, **k: [(64, 32, 4, 2), (64, 64, 4, 3)]
-launch.backward_configs = lambda *a, **k: [(32, 64, 4, 2), (32, 64, 4, 3)]
+launch.backward_configs = lambda *a, **k: [(32, 64, 8, 2), (32, 64, 8, 3)]
 launch._device_shared_memory = lambda: 232448
 _variant_configs = launch.variant_configs        # the ladder past host_tma: two 64-row tiles each
 launch.variant_configs = lambda variant, *a, **k: (

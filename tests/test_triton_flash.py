@@ -502,7 +502,7 @@ def test_float32_precision_policy_is_one_rule():
         for d in (64, 128):
             assert ft.forward_configs(cap, d, dtype_bytes=4, precision="ieee") == [ft.IEEE_FORWARD_CONFIG]
             assert ft.backward_configs(cap, d, "ieee") == [ft.IEEE_BACKWARD_CONFIG]
-            assert ft.atomic_backward_configs(cap, d, "ieee") == [ft.IEEE_BACKWARD_CONFIG]
+            assert ft.atomic_backward_configs(cap, d, "ieee") == [fl.IEEE_ATOMIC_BACKWARD_CONFIG]
     assert fl.fixed_forward_config("ieee", None) == (
         ((ft.INTERPRET_BLOCK_M, ft.INTERPRET_BLOCK_N, None, None), "interpreter") if not CUDA
         else (ft.IEEE_FORWARD_CONFIG, "ieee"))

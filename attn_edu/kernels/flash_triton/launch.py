@@ -67,11 +67,12 @@ FWD_SPILL_TILES_D128_AMPERE = FWD_SPILL_TILES_D128 | {(128, 128, 8)}
 FWD_CONFIGS_TF32 = [(bm, bn, w, s) for bm, bn, w in ((64, 32, 4), (64, 64, 4), (128, 64, 8)) for s in (2, 3)]
 FWD_SPILL_TILES_TF32_D128_AMPERE = {(64, 64, 4)}
 #: Whole configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) that spill registers in
-#: ``python -m attn_edu.kernels.report`` (Triton 3.9), by (GPU family 80 or 90, head
+#: ``python -m attn_edu.kernels.report`` (Triton 3.9, or Colab's 3.6: 64 x 32 with 4 warps
+#: and 2 stages spills 8 B on sm_80 at d = 64 there), by (GPU family 80 or 90, head
 #: dimension bucket 64 or 128, bytes per input element): left out of the search. Near 255
 #: registers a thread, ptxas spills a few bytes in some stage counts and not in others.
 FWD_SPILL_CONFIGS: Dict[Tuple[int, int, int], set] = {
-    (80, 64, 2): {(64, 32, 4, 4), (64, 64, 4, 4), (128, 64, 4, 2)},
+    (80, 64, 2): {(64, 32, 4, 2), (64, 32, 4, 4), (64, 64, 4, 4), (128, 64, 4, 2)},
     (80, 128, 2): {(64, 64, 4, 2), (128, 32, 4, 2), (128, 32, 4, 3), (128, 32, 4, 4), (128, 64, 8, 2)},
 }
 #: Shared memory per block (bytes, opt-in maximum) assumed for a compute capability that
@@ -96,6 +97,9 @@ IEEE_FORWARD_CONFIG = (32, 16, 8, 1)
 #: the one (BLOCK_M, BLOCK_N, num_warps, num_stages) of both backward kernels for float32,
 #: which the backward always computes exactly (``BACKWARD_FLOAT32``)
 IEEE_BACKWARD_CONFIG = (16, 16, 2, 1)
+#: the same for ``backward="atomic_dq"``'s one kernel, with 4 warps where 2 spilled 16 B at
+#: d = 128 on sm_80 with Colab's Triton 3.6 (4 spill none on sm_75, sm_80 or sm_90a with 3.6 or 3.9)
+IEEE_ATOMIC_BACKWARD_CONFIG = (16, 16, 4, 1)
 #: Under TRITON_INTERPRET=1 every block is a NumPy call, so the blocks are small and fixed
 #: and tests with L = 65 or 129 still cross several blocks and a ragged last one.
 INTERPRET_BLOCK_M = 32
@@ -117,11 +121,13 @@ BWD_CONFIGS_CUDA = [
 #: and newer) and head-dimension bucket (64 for d <= 64, 128 above), as (BLOCK_M, BLOCK_N,
 #: num_warps, num_stages) of the dK/dV kernel (the dQ kernel swaps the two blocks): the
 #: configurations that spill no register in either kernel in ``python -m attn_edu.kernels.report``
-#: (Triton 3.9), at most three, so a reader's first backward compiles at most six kernels.
-#: Left out as spilling: 32 x 128 with 4 warps (both families), and on sm_80 at d = 128
-#: every tile but 32 x 64 with 8 warps, which stays alone there (nothing to tune).
+#: (Triton 3.9, and Colab's 3.6), at most three, so a reader's first backward compiles at most
+#: six kernels. Left out as spilling: 32 x 128 with 4 warps (both families); on sm_80 the
+#: 32 x 64 tile with 4 warps (8 B in the dK/dV kernel at d = 64 with Triton 3.6, in 2 and 3
+#: stages), so sm_80 runs it with 8 warps; and on sm_80 at d = 128 every tile but 32 x 64 with
+#: 8 warps, which stays alone there (nothing to tune).
 BWD_AUTOTUNE_CONFIGS: Dict[Tuple[int, int], list] = {
-    (80, 64): [(32, 64, 4, 2), (32, 64, 4, 3), (32, 128, 8, 2)],
+    (80, 64): [(32, 64, 8, 2), (32, 64, 8, 3), (32, 128, 8, 2)],
     (80, 128): [(32, 64, 8, 2)],
     (90, 64): [(32, 64, 4, 2), (32, 128, 8, 2), (64, 64, 8, 2)],
     (90, 128): [(32, 64, 4, 2), (32, 128, 8, 2), (64, 64, 8, 2)],
@@ -137,8 +143,9 @@ def backward_configs(capability: Tuple[int, int], head_dim: int = 64, precision:
     the small last entry of ``BWD_CONFIGS_CUDA``, which spills least there. From 8.0
     ``BWD_AUTOTUNE_CONFIGS`` for the GPU family and head dimension (at most ~100 KiB of
     shared memory, within every such GPU's 99 KiB at d = 64 and an sm_80/sm_90's at d = 128;
-    the first entry is the fixed configuration of earlier editions; a configuration that
-    does not fit a GPU's shared memory is skipped by the autotuner)."""
+    the first entry is the fixed 32 x 64 tile of earlier editions, with 8 warps before
+    Hopper; a configuration that does not fit a GPU's shared memory is skipped by the
+    autotuner)."""
     if precision == "ieee":
         return [IEEE_BACKWARD_CONFIG]
     cap = tuple(capability)
@@ -170,10 +177,13 @@ def atomic_backward_configs(capability: Tuple[int, int], head_dim: int = 64, pre
     From 9.0, 64 x 64 tiles and 8 warps: all five matmuls become ``wgmma`` (the atomic dQ
     product has BLOCK_M rows and wgmma needs 64) with no spills at d = 64 and 128; then
     32 x 64 for GPUs with less shared memory. From 8.0, 32 x 64 with 8 warps (4 spill at
-    d = 64 and 128 on sm_80), then the small tile; before 8.0 and for ``precision="ieee"``
-    the two-kernel list (:func:`~attn_edu.kernels.flash_triton.backward_configs`)."""
+    d = 64 and 128 on sm_80), then the small tile; for ``precision="ieee"``
+    ``IEEE_ATOMIC_BACKWARD_CONFIG``; before 8.0 the two-kernel list
+    (:func:`~attn_edu.kernels.flash_triton.backward_configs`)."""
     cap = tuple(capability)
-    if precision == "ieee" or cap < _targets.TENSOR_CORE_MIN_CAPABILITY:
+    if precision == "ieee":
+        return [IEEE_ATOMIC_BACKWARD_CONFIG]
+    if cap < _targets.TENSOR_CORE_MIN_CAPABILITY:
         return backward_configs(cap, head_dim, precision)
     if cap >= TMA_MIN_CAPABILITY:
         return [(64, 64, 8, 2), (32, 64, 8, 2)]
