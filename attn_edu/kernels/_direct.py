@@ -8,8 +8,8 @@ and looking the compiled kernel up. A decode step launches two kernels whose wor
 takes tens of microseconds: Triton's dispatch is then as long as the work.
 
 :func:`launch` answers the lookup from a finer key computed in Python (each argument's
-class of values, see :func:`arg_key`; a host TMA descriptor by its fields, FlashAttention-3's
-four among them): the first call with a key goes through Triton as
+class of values, see :func:`arg_key`; a host TMA descriptor, FlashAttention-3's four, by its
+dtype and block shape): the first call with a key goes through Triton as
 before and keeps the ``CompiledKernel`` it returns; a later call with the same key launches
 that kernel with the same arguments, in the same order, through the same C launcher
 ``JITFunction.run`` calls (``CompiledKernel.run``). Two calls with the same key have the
