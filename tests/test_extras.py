@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 import colab
-from venvs import REPO
+from venvs import REPO, build_wheel
 
 pytestmark = pytest.mark.slow  # nine pip resolutions, about 30 s
 
@@ -48,8 +48,7 @@ def _extras() -> list:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                           "--quiet", "-w", str(out), str(REPO)], capture_output=True, text=True, env=_env())
+    proc = build_wheel(out, REPO, env=_env())  # the tree's build lock held: one build at a time
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (found,) = out.glob("attn_edu-*.whl")
     return found

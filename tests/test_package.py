@@ -7,6 +7,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from venvs import build_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ["torch", "triton", "plotly", "matplotlib", "ipywidgets", "IPython"]
@@ -50,8 +51,8 @@ def test_no_upper_pins_that_fight_colab():
 
 def test_builds_an_installable_wheel(tmp_path):
     pytest.importorskip("wheel")  # what setuptools builds wheels with, without build isolation
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    proc = build_wheel(tmp_path, ROOT)  # the tree's build lock held: one build at a time
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     (wheel,) = tmp_path.glob("attn_edu-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for module in ["__init__.py", "reference.py", "masks/__init__.py", "masks/tiles.py", "_checks.py",

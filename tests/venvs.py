@@ -103,16 +103,32 @@ def cached_venv(name: str, requirements: Sequence[str], base: Optional[Path] = N
     return python
 
 
-def install_attn_edu(python: Path, source: Path = REPO) -> None:
-    """``pip install --no-deps`` the attn_edu at ``source`` (a copy, not editable). One
-    install of a source tree at a time: setuptools builds the wheel in ``source/build``, and
-    two pytest-xdist workers building it at once fail ("File exists: ...dist-info")."""
+@contextlib.contextmanager
+def building(source: Path = REPO) -> Iterator[None]:
+    """Hold the source tree's build lock for a block: setuptools builds a wheel of
+    ``source`` in ``source/build``, and two pytest-xdist workers building it at once fail
+    ("File exists: ...dist-info"), so every build of a tree here takes its turn."""
     CACHE.mkdir(parents=True, exist_ok=True)
     tree = hashlib.sha256(str(Path(source).resolve()).encode()).hexdigest()[:12]
     with open(CACHE / f"install-{tree}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def install_attn_edu(python: Path, source: Path = REPO) -> None:
+    """``pip install --no-deps`` the attn_edu at ``source`` (a copy, not editable), one
+    build of the tree at a time (:func:`building`)."""
+    with building(source):
         # no build isolation: the venv's own setuptools builds it (no download)
         run_pip(python, "install", "--no-deps", "--force-reinstall", "--no-build-isolation", str(source))
+
+
+def build_wheel(out: Path, source: Path = REPO, env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    """``pip wheel --no-deps --no-build-isolation`` of ``source`` into ``out`` with this
+    Python, one build of the tree at a time (:func:`building`); the finished process."""
+    with building(source):
+        return subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                               "--quiet", "-w", str(out), str(source)], capture_output=True, text=True, env=env)
 
 
 def overlay_site_packages(python: Path, donor: Path, exclude: Iterable[str] = ("attn_edu",)) -> Path:
