@@ -448,7 +448,9 @@ FORWARD_VARIANTS = ("fa2", "host_tma", "wide_tiles", "warp_specialized", "persis
 #: like the rest (shared memory, ``FWD_SPILL_CONFIGS``).
 FWD_CONFIGS_WIDE = [(128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 2), (128, 64, 8, 3)]
 #: The tiles Triton's Hopper warp specialization takes (3.6 and 3.9 alike, in the compile
-#: report): 64 query rows and 4 warps, i.e. one consumer warpgroup beside the producer.
+#: report): 64 query rows and 4 warps, built as three warpgroups (Triton 3.9's TTGIR for
+#: sm_90a): the default one issues the TMA copies, and two partitions of 4 warps, 232
+#: registers a thread each, run the matmuls and the exponentials and store the output.
 #: With 128 rows and 4 warps its pass splits the rows between two consumer warpgroups
 #: and fails on the Q tile's copy; with 8 warps it leaves the loop alone. Added to the
 #: space of ``"warp_specialized"`` and ``"persistent"`` on Hopper.
