@@ -66,7 +66,7 @@ def arg_key(arg: Any) -> Any:
     """What of one argument a kernel's specialization can depend on, or finer: a tensor's
     dtype and its address modulo 16; an integer's residue modulo 16 and, unless it lies in
     2 .. 2**31 - 1, whether it is 1 and which of int32, int64 and uint64 holds it; a bool's
-    value; a float's or None's type; a host TMA descriptor's fields (:func:`_descriptor_key`).
+    value; a float's or None's type; a host TMA descriptor's dtype and block shape (:func:`_descriptor_key`).
     Keys of different kinds never compare equal. Raises ``_Other`` for anything else."""
     kind = type(arg)
     if kind is int:
