@@ -97,8 +97,8 @@ IEEE_FORWARD_CONFIG = (32, 16, 8, 1)
 #: the one (BLOCK_M, BLOCK_N, num_warps, num_stages) of both backward kernels for float32,
 #: which the backward always computes exactly (``BACKWARD_FLOAT32``)
 IEEE_BACKWARD_CONFIG = (16, 16, 2, 1)
-#: the same for ``backward="atomic_dq"``'s one kernel, with 4 warps: 2 spilled 16 B at d = 128
-#: on sm_80 with Colab's Triton 3.6; 4 spill nothing on sm_75, sm_80 or sm_90a with 3.6 or 3.9
+#: the same for ``backward="atomic_dq"``'s one kernel, with 4 warps (2 spilled 16 B at d = 128
+#: on sm_80 with Colab's Triton 3.6; 4 spill nothing on sm_75, sm_80 or sm_90a with 3.6 or 3.9)
 IEEE_ATOMIC_BACKWARD_CONFIG = (16, 16, 4, 1)
 #: Under TRITON_INTERPRET=1 every block is a NumPy call, so the blocks are small and fixed
 #: and tests with L = 65 or 129 still cross several blocks and a ragged last one.
