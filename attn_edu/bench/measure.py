@@ -33,7 +33,8 @@ document is written again after every point, so a run cut short keeps what it me
   grid in causal order), non-causal and causal, beside SDPA's cuDNN and flash backends
   (FlashAttention-2; on the CPU PyTorch's fused kernel), interleaved at
   each point on the same inputs. Each row keeps the steps its launch took (``steps``:
-  :func:`~attn_edu.kernels.flash_triton.variant_steps`, with what it left out and why) and
+  :func:`~attn_edu.kernels.flash_triton.variant_steps`, with what it left out and why; None
+  where FlashAttention-2's kernel ran: ``"fa2"``, or a variant left with no step) and
   the autotuner's choice (``config``); a causal row has ``causal_over_noncausal``, its time
   over the non-causal time of the same variant and point (the tile-count ideal is about
   one half). A dry run uses float16 (FlashAttention-3's steps are for 16-bit inputs). One

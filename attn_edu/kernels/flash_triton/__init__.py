@@ -115,5 +115,6 @@ IEEE_BACKWARD_CONFIG = launch.IEEE_BACKWARD_CONFIG
 #: The forward's variants, a ladder from FlashAttention-2 to -3 (chapter 10), ``"fa2"``
 #: (the default kernel), ``"host_tma"``, ``"wide_tiles"``, ``"warp_specialized"``,
 #: ``"persistent"``, each adding one step to the one before (``triton_attention_forward(...,
-#: variant=...)``; what a launch cannot take is left out, :func:`variant_steps`).
+#: variant=...)``; what a launch cannot take is left out, :func:`variant_steps`, and one
+#: left with no step runs ``"fa2"``'s kernel).
 FORWARD_VARIANTS = launch.FORWARD_VARIANTS

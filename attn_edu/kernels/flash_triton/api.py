@@ -120,7 +120,8 @@ def triton_attention_forward(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool
             chapter 10 measures: ``"fa2"`` (default, ``kernels.attn_fwd``), then
             ``"host_tma"``, ``"wide_tiles"``, ``"warp_specialized"``, ``"persistent"``, each
             adding one step to the one before (``kernels.attn_fwd_fa3``); a step a launch
-            cannot take (before Hopper, float32) is left out (:func:`~attn_edu.kernels.flash_triton.variant_steps`).
+            cannot take (before Hopper, float32) is left out (:func:`~attn_edu.kernels.flash_triton.variant_steps`),
+            and a launch left with no step runs ``"fa2"``'s kernel.
 
     Returns:
         ``out`` (B, H, L_q, d_v) in the input dtype and ``lse`` (B, H, L_q) float32,

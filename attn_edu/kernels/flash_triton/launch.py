@@ -440,7 +440,8 @@ def uses_tma(q: Tensor, k: Tensor, v: Tensor, precision: str = "tf32") -> bool:
 #: where Triton makes one (:func:`warp_specialize_applies`); ``"persistent"``: plus a grid
 #: of :func:`persistent_programs_per_sm` programs per SM looping over tiles, causal ones longest
 #: first. What a step needs and does not find (a GPU before Hopper, float32, tensors TMA
-#: cannot address) it leaves out, and the launch goes on: :func:`variant_steps`.
+#: cannot address) it leaves out, and the launch goes on: :func:`variant_steps`; a launch
+#: left with no step (pointer loads, no persistent grid) runs ``"fa2"``'s kernel.
 FORWARD_VARIANTS = ("fa2", "host_tma", "wide_tiles", "warp_specialized", "persistent")
 #: The wider tiles of ``"wide_tiles"`` on Hopper, (BLOCK_M, BLOCK_N, num_warps, num_stages):
 #: 128 x 128 with 8 warps at d = 64 too (``forward_configs`` keeps BLOCK_N <= d), and
@@ -646,10 +647,17 @@ def _tma_ok_fa3(q: Tensor, k: Tensor, v: Tensor, cap, use_tma: Optional[bool]) -
 
 @plan_cache
 def _variant_plan(variant: str, capability, dtype: torch.dtype, precision: Optional[str], tma_ok: bool):
-    """:func:`variant_steps` for a launch, once per key (None: ``"fa2"``'s kernel)."""
+    """:func:`variant_steps` for a launch, once per key. None: ``"fa2"``'s kernel, also where
+    the variant is left with no step (pointer loads without the persistent grid: before
+    Hopper, under the interpreter, tensors TMA cannot address), which is what that kernel
+    does, in the configurations the compile report checks for each GPU."""
     name = _checks.dtype_name(dtype)
     prec = _targets.input_precision(name, capability, precision)
-    return variant_steps(variant, capability, torch.empty((), dtype=dtype).element_size(), tma_ok, prec)
+    steps = variant_steps(variant, capability, torch.empty((), dtype=dtype).element_size(), tma_ok, prec)
+    return steps if steps is not None and any(steps[s] for s in _STEPS) else None
+
+
+_STEPS = ("host_tma", "wide", "warp_specialize", "persistent")  # variant_steps' keys of the steps
 
 
 def _set_block_shapes(nargs: dict) -> None:
