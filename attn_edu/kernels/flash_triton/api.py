@@ -62,7 +62,9 @@ def chosen_forward_config(q: Tensor, k: Tensor, v: Tensor, causal: Union[bool, s
     if fixed is not None:
         values, how = fixed
     else:
-        key = launch.launch_key(q, k, v, align is not None, prec, False if _check_variant(variant) != "fa2"
+        # the variant whose autotuner ran: "fa2"'s where the variant was left with no step
+        variant = launch.launched_variant(q, k, v, _check_variant(variant), precision)
+        key = launch.launch_key(q, k, v, align is not None, prec, False if variant != "fa2"
                                 else launch.uses_tma(q, k, v, prec))
         values = launch.tuned_forward_config(key, variant)
         if values is None:

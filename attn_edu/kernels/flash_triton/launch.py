@@ -660,6 +660,18 @@ def _variant_plan(variant: str, capability, dtype: torch.dtype, precision: Optio
 _STEPS = ("host_tma", "wide", "warp_specialize", "persistent")  # variant_steps' keys of the steps
 
 
+def launched_variant(q: Tensor, k: Tensor, v: Tensor, variant: str, precision: Optional[str] = None,
+                     use_tma: Optional[bool] = None) -> str:
+    """The variant whose kernel and autotuner :func:`forward` uses for these inputs: ``variant``,
+    or ``"fa2"`` where :func:`_variant_plan` sends it to ``"fa2"``'s kernel (float32, exact
+    products, or no step left to turn on)."""
+    if variant == "fa2":
+        return variant
+    cap = _capability(q)
+    steps = _variant_plan(variant, cap, q.dtype, precision, _tma_ok_fa3(q, k, v, cap, use_tma))
+    return "fa2" if steps is None else variant
+
+
 def _set_block_shapes(nargs: dict) -> None:
     """An autotuner's pre-hook: the host descriptors' block shapes for the configuration
     about to launch (Q and Out: BLOCK_M rows; K and V: BLOCK_N), as Triton's tutorial does."""
