@@ -153,7 +153,6 @@ def test_each_step_is_left_out_where_it_cannot_run_and_says_why():
         steps("fa3", (9, 0), 2, True)
 
 
-
 @pytest.mark.parametrize("cap", [(7, 5), (8, 0), (9, 0)], ids=str)
 def test_the_variant_launched_is_the_one_whose_autotuner_chosen_forward_config_reads(cap, monkeypatch):
     # launched_variant is what chosen_forward_config looks the autotuner's choice up under:
@@ -168,6 +167,7 @@ def test_the_variant_launched_is_the_one_whose_autotuner_chosen_forward_config_r
     forced = fl.launched_variant(q, q, q, "host_tma", use_tma=True)  # descriptors asked for: Hopper's
     assert forced == ("host_tma" if cap >= (9, 0) else "fa2")
     assert {fl.launched_variant(q.float(), q.float(), q.float(), v) for v in ft.FORWARD_VARIANTS} == {"fa2"}
+
 
 @pytest.mark.triton
 def test_float32_runs_every_variant_as_fa2():

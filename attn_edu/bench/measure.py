@@ -400,9 +400,7 @@ def _ladder_point(run: _Run, doc: Dict[str, Any], cfg: BenchConfig, n: int, sdpa
                                                                             variant=variant))
                 for _ in range(max(1, run.warmup)):  # at least once: the first call autotunes
                     call()
-                row["steps"] = ft.launch._variant_plan(variant, ft.launch._capability(q), q.dtype, None,
-                                                       ft.launch._tma_ok_fa3(q, k, v, ft.launch._capability(q),
-                                                                             None))
+                row["steps"] = ft.launch.launch_steps(q, k, v, variant)
                 row["config"] = ft.chosen_forward_config(q, k, v, cfg.causal, variant=variant)
                 calls[name] = call
             except Exception as err:  # this variant failed here; the others still run

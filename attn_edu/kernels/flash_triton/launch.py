@@ -611,7 +611,7 @@ def forward(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float,
         q, scale = -q, -scale  # (-q) k^T * (-scale) is the same product, exactly
     cap = _capability(q)
     if variant != "fa2":
-        steps = _variant_plan(variant, cap, q.dtype, precision, _tma_ok_fa3(q, k, v, cap, use_tma))
+        steps = launch_steps(q, k, v, variant, precision, use_tma)
         if steps is not None:
             return _forward_fa3(q, k, v, out, lse, align, scale, cap, precision, config, variant, steps)
     tma_ok = (use_tma is None and cap is not None and cap >= TMA_MIN_CAPABILITY and q.is_cuda
@@ -645,6 +645,9 @@ def _tma_ok_fa3(q: Tensor, k: Tensor, v: Tensor, cap, use_tma: Optional[bool]) -
             and (v.shape[3] * v.element_size()) % 16 == 0)
 
 
+_STEPS = ("host_tma", "wide", "warp_specialize", "persistent")  # variant_steps' keys of the steps
+
+
 @plan_cache
 def _variant_plan(variant: str, capability, dtype: torch.dtype, precision: Optional[str], tma_ok: bool):
     """:func:`variant_steps` for a launch, once per key. None: ``"fa2"``'s kernel, also where
@@ -657,19 +660,20 @@ def _variant_plan(variant: str, capability, dtype: torch.dtype, precision: Optio
     return steps if steps is not None and any(steps[s] for s in _STEPS) else None
 
 
-_STEPS = ("host_tma", "wide", "warp_specialize", "persistent")  # variant_steps' keys of the steps
+def launch_steps(q: Tensor, k: Tensor, v: Tensor, variant: str, precision: Optional[str] = None,
+                 use_tma: Optional[bool] = None) -> Optional[dict]:
+    """The steps :func:`forward` launches ``variant`` with for these inputs (:func:`_variant_plan`,
+    once per key), or None where it runs ``"fa2"``'s kernel."""
+    cap = _capability(q)
+    return _variant_plan(variant, cap, q.dtype, precision, _tma_ok_fa3(q, k, v, cap, use_tma))
 
 
 def launched_variant(q: Tensor, k: Tensor, v: Tensor, variant: str, precision: Optional[str] = None,
                      use_tma: Optional[bool] = None) -> str:
     """The variant whose kernel and autotuner :func:`forward` uses for these inputs: ``variant``,
-    or ``"fa2"`` where :func:`_variant_plan` sends it to ``"fa2"``'s kernel (float32, exact
+    or ``"fa2"`` where :func:`launch_steps` sends it to ``"fa2"``'s kernel (float32, exact
     products, or no step left to turn on)."""
-    if variant == "fa2":
-        return variant
-    cap = _capability(q)
-    steps = _variant_plan(variant, cap, q.dtype, precision, _tma_ok_fa3(q, k, v, cap, use_tma))
-    return "fa2" if steps is None else variant
+    return "fa2" if variant == "fa2" or launch_steps(q, k, v, variant, precision, use_tma) is None else variant
 
 
 def _set_block_shapes(nargs: dict) -> None:
