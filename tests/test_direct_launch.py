@@ -43,10 +43,14 @@ def tiny(X, Y, n, stride, alpha, BLOCK: tl.constexpr, FLAG: tl.constexpr = False
 def tiny_desc(D, Y):  # a host TMA descriptor: its block loaded and summed
     tl.store(Y, tl.sum(tl.sum(D.load([0, 0]).to(tl.float32), 1), 0))
 
-records = []
+records, hands = [], []  # each launch: what it launched; whether it was handed hooks
 def recorder(self):
     def run(g0, g1, g2, stream, function, packed, meta, enter, exit_, *args):
         records.append((id(self), (g0, g1, g2), [describe(a) for a in args]))
+        hands.append([meta is not None, enter is not None, exit_ is not None])
+        for hook in (enter, exit_):  # as Triton's C launcher does
+            if hook is not None:
+                hook(meta)
     return run
 
 def describe(a):  # a tensor by what a launch can tell of it; anything else by value
@@ -88,6 +92,27 @@ with ca.gpu_target_stand_in((9, 0)):
     out["kernels"] = len({r[0][0][0] for r in out["cases"].values()})
     out["tiny_cached"] = _direct.cached(tiny)
     # TRITON_DEBUG's option compiles another kernel: the direct launch must not reuse the first
+    # a launch hook (a profiler's): with one registered, both ways call it with the launch's
+    # description (the kernel's name); with none, the direct launch hands the launcher no hooks
+    hands.clear(); both(lambda go: go(tiny, (2,), *cases["base"][0], **cases["base"][1]))
+    out["hands_idle"] = list(hands)
+    names = []
+    hook = lambda meta: names.append(meta.get()["name"])
+    knobs.runtime.launch_enter_hook.add(hook)
+    hands.clear(); out["hooked"] = both(lambda go: go(tiny, (2,), *cases["base"][0], **cases["base"][1]))
+    knobs.runtime.launch_enter_hook.remove(hook)
+    out["hands_hooked"], out["hook_names"] = list(hands), list(names)
+    names.clear()  # an exit hook alone is called too, with the same description
+    knobs.runtime.launch_exit_hook.add(hook)
+    hands.clear(); out["exit_hooked"] = both(lambda go: go(tiny, (2,), *cases["base"][0], **cases["base"][1]))
+    knobs.runtime.launch_exit_hook.remove(hook)
+    out["hands_exit_hooked"], out["exit_hook_names"] = list(hands), list(names)
+    # a pre-run hook on the kernel: every call through Triton, which runs it each time
+    ran = []
+    tiny.add_pre_run_hook(lambda *args, **kwargs: ran.append(kwargs["BLOCK"]))
+    hands.clear(); out["pre_run"] = both(lambda go: go(tiny, (2,), *cases["base"][0], **cases["base"][1]))
+    tiny.pre_run_hooks.clear()
+    out["pre_run_ran"], out["hands_pre_run"] = ran, list(hands)
     knobs.runtime.debug = True
     out["debug"] = both(lambda go: go(tiny, (2,), *cases["base"][0], **cases["base"][1]))
     knobs.runtime.debug = False
@@ -146,6 +171,9 @@ with ca.gpu_target_stand_in((9, 0)):
         "forward": lambda: launch.forward(q, q, q, "top_left", 0.125),
         # FlashAttention-3's ladder at its top: host descriptors, a persistent grid, warp specialization
         "fa3": lambda: launch.forward(q, q, q, "top_left", 0.125, use_tma=True, variant="persistent"),
+        # ... and with a configuration given (config=): not autotuned, launched the same way
+        "fa3 config": lambda: launch.forward(q, q, q, "top_left", 0.125, use_tma=True, variant="persistent",
+                                             config=(64, 64, 4, 2)),
         "block-sparse": lambda: bs.block_sparse_attention(qs, qs, qs, causal),
     }
     compiled_only = (launch._attn_fwd, launch._fa3_tuner("persistent"), bs._block_sparse_fwd_kernel,
@@ -161,10 +189,12 @@ with ca.gpu_target_stand_in((9, 0)):
                 step()
             finally:
                 _direct.launch = saved
+        hands.clear()
         out[name] = both(call)
+        out["hands " + name] = hands[len(hands) // 2:]  # the direct half's (no hook registered)
     out["sites_cached"] = {name: _direct.cached(kernel) for name, kernel in (
         ("decode", dt._split_kernel), ("forward", launch._attn_fwd.fn), ("fa3", launch.kernels.attn_fwd_fa3),
-        ("block-sparse", bs._block_sparse_fwd_kernel))}
+        ("block-sparse", bs._block_sparse_fwd_kernel))}  # fa3 and fa3 config: one kernel, two kept
 print("DIRECT " + json.dumps(out))
 '''
 
@@ -186,6 +216,27 @@ def test_every_specialization_gets_the_kernel_triton_launches(said):
         assert len(triton_said) == 1 and direct_said == triton_said, name
     # the cases are ten specializations: ten kernels, each kept once
     assert said["kernels"] == len(cases) == said["tiny_cached"]
+
+
+def test_a_registered_launch_hook_is_called_and_none_is_handed_over_without_one(said):
+    triton_said, direct_said = said["hooked"]
+    assert direct_said == triton_said == said["cases"]["base"][0]
+    assert said["hook_names"] == ["tiny", "tiny"]  # Triton's launch, then the direct one
+    # (description, enter hook, exit hook) handed to the C launcher: Triton hands its two
+    # chains, empty or not, and a description; the direct launch hands them only when one
+    # holds a hook
+    assert said["hands_hooked"] == [[True, True, True]] * 2
+    assert said["hands_idle"] == [[True, True, True], [False, False, False]]
+    triton_said, direct_said = said["exit_hooked"]
+    assert direct_said == triton_said and said["exit_hook_names"] == ["tiny", "tiny"]
+    assert said["hands_exit_hooked"] == [[True, True, True]] * 2
+
+
+def test_a_kernel_with_a_pre_run_hook_goes_through_triton_which_runs_it_every_call(said):
+    triton_said, direct_said = said["pre_run"]
+    assert direct_said == triton_said == said["cases"]["base"][0]
+    assert said["pre_run_ran"] == [64, 64]  # Triton's launch, then "direct": Triton's again
+    assert said["hands_pre_run"] == [[True, True, True]] * 2
 
 
 def test_a_debug_build_and_a_positional_constexpr_go_through_triton(said):
@@ -227,7 +278,14 @@ def test_the_package_launch_sites_launch_what_triton_launches(said):
     blocks = [a[5] for a in triton_said[0][2] if a[0] == "descriptor"]
     assert blocks == [[1, 1, 64, 64]] * 4 or blocks == [[1, 1, 128, 64], [1, 1, 64, 64], [1, 1, 64, 64],
                                                         [1, 1, 128, 64]]
+    triton_said, direct_said = said["fa3 config"]  # the tile asked for: 64-row blocks
+    assert len(triton_said) == 1 and direct_said == triton_said
+    assert [a[5] for a in triton_said[0][2] if a[0] == "descriptor"] == [[1, 1, 64, 64]] * 4
     triton_said, direct_said = said["block-sparse"]
     assert len(triton_said) == 1 and direct_said == triton_said
-    # and each site's launches took the direct path: one compiled kernel kept for each
-    assert said["sites_cached"] == {"decode": 1, "forward": 1, "fa3": 1, "block-sparse": 1}
+    # and each site's launches took the direct path: handed no launch hooks, which only
+    # JITFunction.run hands over when none is registered (the test above); one compiled
+    # kernel kept per site and configuration
+    for name in ("decode", "forward", "fa3", "fa3 config", "block-sparse"):
+        assert said["hands " + name] == [[False, False, False]] * len(said[name][0]), name
+    assert said["sites_cached"] == {"decode": 1, "forward": 1, "fa3": 2, "block-sparse": 1}

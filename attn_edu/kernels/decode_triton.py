@@ -49,7 +49,6 @@ import torch
 from torch import Tensor
 
 from .. import _checks
-from ..decoding.split_kv import chunk_size
 from .._call import require_tensor
 from . import _direct, _interpret, _targets
 from ._plans import plan_cache
@@ -301,31 +300,23 @@ def _best_num_splits(programs: int, key_blocks: int, num_sms: int, max_splits: i
 
 
 @plan_cache
-def _decode_config(capability: Optional[Tuple[int, int]], dtype_name: str, precision: Optional[str],
-                   group: int, LQ: int, DK: int, DV: int):
-    """What :func:`split_kv_decode` launches with that the cache's length and the batch leave
-    alone, decided once per key: ``(dot precision, DecodeConfig, BLOCK_M, row blocks)``.
-    Raises for a bad ``precision``."""
-    dot_precision = _targets.input_precision(dtype_name, capability, precision)
+def _decode_config(capability: Optional[Tuple[int, int]], dtype: torch.dtype, precision: Optional[str],
+                   group: int, LQ: int, DK: int, DV: int, align: Optional[str], has_seqlens: bool):
+    """What :func:`decode` launches with that the cache's length and the batch leave alone,
+    decided once per key: ``(DecodeConfig, row blocks, the split kernel's keywords, the
+    reduction's but BLOCK_S)``. The split count is decided per number of key blocks
+    (:func:`_best_num_splits`), so that a decode loop, whose ``L_k`` grows by one each step,
+    finds both in their caches. Raises for a bad ``precision``."""
+    dot_precision = _targets.input_precision(_checks.dtype_name(dtype), capability, precision)
     cfg = pick_config(capability, max(DK, DV), dot_precision)
     block_m = block_m_for(group, LQ)
-    return dot_precision, cfg, block_m, -(-group * LQ // block_m)
-
-
-def _decode_plan(capability: Optional[Tuple[int, int]], num_sms: int, dtype_name: str, precision: Optional[str],
-                 B: int, HKV: int, group: int, LQ: int, LK: int, DK: int, DV: int, num_splits: Optional[int]):
-    """What :func:`split_kv_decode` launches with: ``(dot precision, DecodeConfig, BLOCK_M,
-    row blocks, num_splits, chunk)``, from two cached decisions: the configuration
-    (:func:`_decode_config`, without ``LK``) and the split count (:func:`_best_num_splits`,
-    per number of key blocks), so that a decode loop, whose ``LK`` grows by one each step,
-    finds both in their caches. Raises for a bad ``precision`` or ``num_splits`` above
-    ``MAX_SPLITS``."""
-    dot_precision, cfg, block_m, row_blocks = _decode_config(capability, dtype_name, precision, group, LQ, DK, DV)
-    if num_splits is None:
-        num_splits = _best_num_splits(B * HKV * row_blocks, -(-LK // cfg.block_k), num_sms, MAX_SPLITS)
-    elif num_splits > MAX_SPLITS:
-        raise ValueError(f"num_splits must be at most {MAX_SPLITS}; got {num_splits}")
-    return dot_precision, cfg, block_m, row_blocks, num_splits, chunk_size(LK, num_splits, cfg.block_k)
+    gpu = capability is not None  # the interpreter takes no launch options
+    split_kw = dict(GROUP=group, HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
+                    BLOCK_M=block_m, BLOCK_N=cfg.block_k, CAUSAL=align is not None,
+                    BOTTOM_RIGHT=align == "bottom_right", HAS_SEQLENS=has_seqlens, INPUT_PRECISION=dot_precision,
+                    **(dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages) if gpu else {}))
+    reduce_kw = dict(HEAD_DV=DV, BLOCK_DV=padded_head_dim(DV), **(dict(num_warps=REDUCE_NUM_WARPS) if gpu else {}))
+    return cfg, -(-group * LQ // block_m), split_kw, reduce_kw
 
 
 def kernel_source(kernel: str, start: Optional[str] = None, stop: Optional[str] = None) -> str:
@@ -443,35 +434,37 @@ def decode(q: Tensor, k: Tensor, v: Tensor, align: Optional[str], scale: float, 
     then the two kernels."""
     B, HQ, LQ, DK = q.shape
     HKV, LK, DV = k.shape[1], k.shape[2], v.shape[3]
+    device = q.device
     # every element is written by the reduction: no memset (torch.empty)
-    out = torch.empty((B, HQ, LQ, DV), dtype=q.dtype, device=q.device)  # (B, H_q, L_q, d_v)
+    out = torch.empty((B, HQ, LQ, DV), dtype=q.dtype, device=device)  # (B, H_q, L_q, d_v)
     if LQ == 0 or LK == 0 or B == 0:  # nothing to attend to: zeros, lse = -inf
-        lse = torch.full((B, HQ, LQ), float("-inf"), dtype=torch.float32, device=q.device)
+        lse = torch.full((B, HQ, LQ), float("-inf"), dtype=torch.float32, device=device)
         return (out.zero_(), lse) if return_lse else out.zero_()
     capability, sms = ((None, 8) if _BUILT_INTERPRETED else
-                       (_targets.device_capability(q.device), _targets.sm_count(q.device)))
-    dot_precision, cfg, block_m, row_blocks, num_splits, chunk = _decode_plan(
-        capability, sms, _checks.dtype_name(q), precision, B, HKV, group, LQ, LK, DK, DV, num_splits)
+                       (_targets.device_capability(device), _targets.sm_count(device)))
+    cfg, row_blocks, split_meta, reduce_meta = _decode_config(
+        capability, q.dtype, precision, group, LQ, DK, DV, align, seqlens is not None)
+    key_blocks = -(-LK // cfg.block_k)
+    if num_splits is None:
+        num_splits = _best_num_splits(B * HKV * row_blocks, key_blocks, sms, MAX_SPLITS)
+    elif num_splits > MAX_SPLITS:
+        raise ValueError(f"num_splits must be at most {MAX_SPLITS}; got {num_splits}")
+    # chunks of whole blocks: chunk_size(LK, num_splits, block_k), ceil(ceil(LK / s) / b) = ceil(LK / (s b))
+    chunk = cfg.block_k * -(-key_blocks // num_splits)
     # each chunk's (m, l, o) and the base-2 lse, float32, in one allocation: (B, H_q, L_q,
     # splits, d_v), (B, H_q, L_q, splits) twice, (B * H_q * L_q,); the kernels index them flat
     sizes = _workspace_sizes(B * HQ * LQ, num_splits, DV)
-    work = torch.empty((sum(sizes),), dtype=torch.float32, device=q.device)
+    work = torch.empty((sum(sizes),), dtype=torch.float32, device=device)
     o_part, m_part, l_part, lse2 = work.split_with_sizes(sizes)  # one call, four views
-    lens = (seqlens.to(device=q.device, dtype=torch.int32) if seqlens is not None
-            else _no_seqlens(q.device))  # unused without seqlens
-    extra = {} if capability is None else dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    lens = (seqlens.to(device=device, dtype=torch.int32) if seqlens is not None
+            else _no_seqlens(device))  # unused without seqlens
     _direct.launch(  # _split_kernel[grid](...), Triton's dispatch skipped once the key is seen
         _split_kernel, (B * HKV, num_splits, row_blocks),
         q, k, v, lens, o_part, m_part, l_part, *q.stride(), *k.stride(), *v.stride(),
-        HKV, LQ, LK, causal_offset_arg(LQ, LK, align), chunk, num_splits, scale * LOG2E.value,
-        GROUP=group, HEAD_DK=DK, HEAD_DV=DV, BLOCK_DK=padded_head_dim(DK), BLOCK_DV=padded_head_dim(DV),
-        BLOCK_M=block_m, BLOCK_N=cfg.block_k, CAUSAL=align is not None,
-        BOTTOM_RIGHT=align == "bottom_right", HAS_SEQLENS=seqlens is not None,
-        INPUT_PRECISION=dot_precision, **extra)
+        HKV, LQ, LK, causal_offset_arg(LQ, LK, align), chunk, num_splits, scale * LOG2E.value, **split_meta)
     _direct.launch(
         _reduce_kernel, (B * HQ * LQ,), o_part, m_part, l_part, out, lse2, *out.stride(), HQ, LQ, num_splits,
-        HEAD_DV=DV, BLOCK_S=max(2, _pow2(num_splits)), BLOCK_DV=padded_head_dim(DV),
-        **({} if capability is None else dict(num_warps=REDUCE_NUM_WARPS)))
+        BLOCK_S=max(2, _pow2(num_splits)), **reduce_meta)
     if return_lse:
         return out, (lse2[:B * HQ * LQ] * LN2.value).reshape(B, HQ, LQ)
     return out

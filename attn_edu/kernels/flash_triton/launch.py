@@ -771,7 +771,8 @@ def _forward_fa3(q, k, v, out, lse, align, scale, cap, precision, config, varian
         nargs = dict(Q=descs[0], K=descs[1], V=descs[2], Out=descs[3], BLOCK_M=bm, BLOCK_N=bn, **meta)
         _set_block_shapes(nargs)
         extra = {} if kernels.BUILT_INTERPRETED else dict(num_warps=warps, num_stages=stages)
-        kernels.attn_fwd_fa3[grid_for(bm, ws)](*args, **meta, WARP_SPECIALIZE=ws, BLOCK_M=bm, BLOCK_N=bn, **extra)
+        _direct.launch(kernels.attn_fwd_fa3, grid_for(bm, ws), *args, **meta, WARP_SPECIALIZE=ws, BLOCK_M=bm,
+                       BLOCK_N=bn, **extra)
     else:
         launch_autotuned(_fa3_tuner(variant), lambda META: grid_for(META["BLOCK_M"], META["WARP_SPECIALIZE"]),
                          args, meta, key + (variant,))
