@@ -105,23 +105,44 @@ FORWARD_RANK = {v: i for i, v in enumerate(ft.FORWARD_VARIANTS)}
 
 
 @pytest.mark.triton
-def test_the_public_functions_take_a_variant_and_check_it():
+def test_the_public_functions_take_a_variant_and_check_it(monkeypatch):
+    from attn_edu import reference_torch
+
     q, k, v = _inputs(SHAPES[0])
-    ref = ft.triton_attention_forward(q, k, v, causal=True)[0]
+    gold, naive = reference_pair(q, k, v, causal=True, precision=kernel_precision(q.dtype))
+    seen, fa2 = [], []
+    monkeypatch.setattr(fk, "attn_fwd_fa3", _Spy(fk.attn_fwd_fa3, seen))
+    monkeypatch.setattr(fk, "attn_fwd", _Spy(fk.attn_fwd, fa2))
     for variant in LADDER:
+        seen.clear(), fa2.clear()
         out, _ = ft.triton_attention_forward(q, k, v, causal=True, variant=variant)
-        gold, naive = reference_pair(q, k, v, causal=True, precision=kernel_precision(q.dtype))
-        assert_close_to_reference(out, gold, naive)
-        assert_close_to_reference(out, gold, ref, what=f"{variant} against fa2")  # the same arithmetic
+        assert_close_to_reference(out, gold, naive, what=variant)
+        if CUDA:  # autotuned: its tuner holds the kernels the spies stand in front of
+            continue
+        # the variant reached the launcher: the kernel of launched_variant ran, once
+        ran = "fa2" if fa2 else variant
+        assert (len(seen), len(fa2)) in ((1, 0), (0, 1)) and ran == fl.launched_variant(q, k, v, variant)
+        assert not seen or seen[0][1]["PERSISTENT"] == (variant == "persistent")
+        # the interpreter's pointer loads: only "persistent" has a step left
+        assert (ran == "fa2") == (variant != "persistent")
     with pytest.raises(ValueError, match="variant must be one of 'fa2'.*got 'fa4'"):
         ft.triton_attention_forward(q, k, v, variant="fa4")
     with pytest.raises(ValueError, match="variant must be one of"):
         ft.triton_attention(q, k, v, variant=None)
-    # the backward after a ladder forward: its saved output and lse are the same kind
-    qg = q.float().requires_grad_() if not CUDA else q.clone().requires_grad_()
-    out = ft.triton_attention(qg, k.to(qg.dtype), v.to(qg.dtype), causal=True, variant="persistent")
-    out.sum().backward()
-    assert qg.grad is not None and torch.isfinite(qg.grad).all()
+    # the backward after the top rung's forward, in float16: its saved output and lse are
+    # the same kind, and the gradients hold to the float64 reference (the backward's rule)
+    seen.clear()
+    xs = [x.clone().requires_grad_() for x in (q, k, v)]
+    do = torch.randn(q.shape[:3] + (v.shape[-1],), generator=torch.Generator().manual_seed(2)).to(q)
+    ft.triton_attention(*xs, causal=True, variant="persistent").backward(do)
+    assert CUDA or (len(seen) == 1 and seen[0][1]["PERSISTENT"])
+    refs = {}
+    for dtype in (torch.float64, q.dtype):  # gold, then naive in the inputs' dtype
+        ins = [x.detach().to(dtype).requires_grad_() for x in (q, k, v)]
+        reference_torch.scaled_dot_product_attention(*ins, causal=True).backward(do.to(dtype))
+        refs[dtype] = [x.grad for x in ins]
+    for name, x, g, n in zip("qkv", xs, refs[torch.float64], refs[q.dtype]):
+        assert_close_to_reference(x.grad, g, n, factor=3.0, what=f"d{name} after variant='persistent'")
 
 
 def test_each_step_is_left_out_where_it_cannot_run_and_says_why():
@@ -170,12 +191,16 @@ def test_the_variant_launched_is_the_one_whose_autotuner_chosen_forward_config_r
 
 
 @pytest.mark.triton
-def test_float32_runs_every_variant_as_fa2():
+def test_float32_runs_every_variant_as_fa2(monkeypatch):
     q, k, v = (x.float() for x in _inputs(SHAPES[1]))
     ref, ref_lse = ft.triton_attention_forward(q, k, v, causal=True)
+    seen = []
+    monkeypatch.setattr(fk, "attn_fwd_fa3", _Spy(fk.attn_fwd_fa3, seen))
     for variant in LADDER:
         out, lse = ft.triton_attention_forward(q, k, v, causal=True, variant=variant)
-        assert torch.equal(out, ref) and torch.equal(lse, ref_lse)  # the very same kernel
+        assert torch.equal(out, ref) and torch.equal(lse, ref_lse)  # the same kernel, run twice
+    assert seen == [] or CUDA  # ... and it is fa2's: the FlashAttention-3 kernel never ran (the
+    # spy sees the interpreter's fixed-tile launches; on a GPU the autotuners hold the kernels)
 
 
 @pytest.mark.parametrize("d", [64, 128])
@@ -209,16 +234,33 @@ def test_the_autotuner_spaces_grow_one_step_at_a_time_on_hopper_only(d):
     assert ft.variant_configs("persistent", hopper, d, dtype_bytes=4) == ft.forward_configs(hopper, d, dtype_bytes=4)
 
 
-def test_the_persistent_causal_order_is_longest_first():
-    # the kernel's order, read from its source and replayed: the last query block of every
-    # (batch, head) first; over the tiles a program takes, work never increases
-    src = ft.kernel_source("forward_fa3", "if CAUSAL:  # longest first", "else:")
-    assert "off_hz = tile % BH" in src and "start_m = (n_m - 1 - tile // BH) * BLOCK_M" in src
-    BH, n_m, bm, programs = 3, 5, 64, 4
-    order = [(t % BH, (n_m - 1 - t // BH) * bm) for t in range(BH * n_m)]
-    assert sorted(order) == sorted((h, m * bm) for h in range(BH) for m in range(n_m))  # every tile once
-    work = [m // bm + 1 for _, m in order]  # causal: key blocks a query block sees
-    assert work == sorted(work, reverse=True)
-    for p in range(programs):
-        mine = work[p::programs]
-        assert mine == sorted(mine, reverse=True)
+@pytest.mark.triton
+@pytest.mark.skipif(CUDA, reason="reads the tiles the interpreter runs, program by program")
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "not causal"])
+def test_the_persistent_grid_takes_its_tiles_in_its_order_causal_longest_first(causal, monkeypatch):
+    # what the kernel runs, recorded at its call of the per-tile function: under the
+    # interpreter the programs run one after another, each looping over tiles p, p + P, ...
+    tile_fn = fk.attn_fwd_fa3_tile
+    at = {name: i for i, name in enumerate(tile_fn.arg_names)}
+    ran = []
+
+    def tile(*args):
+        ran.append((int(args[at["off_hz"]]), int(args[at["start_m"]])))
+        return tile_fn(*args)
+
+    monkeypatch.setattr(fk, "attn_fwd_fa3_tile", tile)
+    B, H, n = 1, 2, 150  # 2 (b, h), 5 query blocks of 32 rows, on 3 programs
+    q, k, v = _inputs((B, H, n, n, 16, 16))
+    out, _ = fl.forward(q, k, v, "top_left" if causal else None, 0.25, variant="persistent")
+    assert_close_to_reference(out, *reference_pair(q, k, v, causal=causal, precision=kernel_precision(q.dtype)))
+    BH, bm, P = B * H, fl.INTERPRET_BLOCK_M, fl.PERSISTENT_PROGRAMS_INTERPRETED
+    n_m = -(-n // bm)
+    assert sorted(ran) == sorted((h, m * bm) for h in range(BH) for m in range(n_m))  # every tile once
+    if causal:  # the last query block of every (batch, head) first, (b, h) fastest
+        rule = lambda t: (t % BH, (n_m - 1 - t // BH) * bm)  # noqa: E731
+    else:  # query blocks fastest: neighbouring tiles share a (b, h)'s K and V
+        rule = lambda t: (t // n_m, t % n_m * bm)  # noqa: E731
+    programs = [[rule(t) for t in range(p, BH * n_m, P)] for p in range(P)]
+    assert ran == [t for mine in programs for t in mine]
+    if causal:  # a causal tile sees start_m // bm + 1 key blocks: a program's work never grows
+        assert all([m for _, m in mine] == sorted((m for _, m in mine), reverse=True) for mine in programs)
