@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 
 import pytest
 
@@ -63,6 +64,48 @@ def test_every_measure_has_a_kind_and_sizes():
     assert gpu["batch"] == 1 and (min(gpu["n"]), max(gpu["n"])) == (16384, 65536)
 
 
+def _as_on_a_gpu(monkeypatch):
+    """run_measure as on a GPU (no document of this machine's device; nothing is timed)."""
+    monkeypatch.setattr(bench.measure, "cuda_available", lambda: True)
+    monkeypatch.setattr(bench.measure, "gpu_half_dtype", lambda device: "bfloat16")
+    monkeypatch.setattr(bench.measure, "_document", lambda run, config, **extra: {
+        "config": config, **extra, "results": [], "skipped": {}})
+
+
+def test_host_time_marks_a_point_launch_bound_where_the_host_is_the_slower(monkeypatch):
+    _as_on_a_gpu(monkeypatch)
+    # (host, GPU) ms: the host slower, then the GPU slower
+    monkeypatch.setattr(bench.measure, "_sweeps", lambda run, doc, impls, cfg: doc["results"].extend(
+        [{"impl": "triton", "n": 1024, "median_ms": 1.0, "host_median_ms": 2.0},
+         {"impl": "triton", "n": 8192, "median_ms": 4.0, "host_median_ms": 0.5}]))
+    doc, code = bench.run_measure("host_time", stream=open(os.devnull, "w"))
+    assert code == 0
+    assert [(r["launch_bound"], r["host_over_device"], r["device_median_ms"]) for r in doc["results"]] == [
+        (True, 2.0, 1.0), (False, 0.125, 4.0)]
+
+
+def test_decode_graph_records_eager_over_graph_replay(monkeypatch):
+    _as_on_a_gpu(monkeypatch)
+    monkeypatch.setattr(bench.measure, "_decode", lambda run, *a, **k: {"skipped": {}, "results": [
+        {"impl": "triton_split_kv", "context": 16384, "median_ms": 0.3, "graph_median_ms": 0.1},
+        {"impl": "torch_split_kv", "context": 16384, "median_ms": 2.0, "graph_median_ms": None}]})
+    doc, code = bench.run_measure("decode_graph", stream=open(os.devnull, "w"))
+    assert code == 0
+    assert [r.get("graph_speedup") for r in doc["results"]] == [pytest.approx(3.0), None]
+
+
+@pytest.mark.parametrize("results, stopped, code", [
+    ([{"impl": "x", "median_ms": 1.0}], None, 0),
+    ([{"impl": "x", "median_ms": 1.0}, {"impl": "y", "error": "E: e"}], None, 1),  # a point failed
+    ([{"impl": "x", "median_ms": 1.0}], "interrupted after 1 of 2 points", 1),  # interrupted
+    ([], None, 1)], ids=["ran", "a point failed", "interrupted", "nothing ran"])  # nothing ran
+def test_the_exit_code_says_a_point_failed_the_run_stopped_or_nothing_ran(monkeypatch, results, stopped, code):
+    doc = {"results": results, "skipped": {}, **({"stopped": stopped} if stopped else {})}
+    monkeypatch.setitem(bench.measure._MEASURE_FNS, "backward", lambda run: doc)
+    _as_on_a_gpu(monkeypatch)
+    assert bench.run_measure("backward", stream=open(os.devnull, "w"))[1] == code
+
+
 @pytest.mark.parametrize("name", list(bench.MEASURES))
 def test_a_gpu_run_measures_every_length_and_a_dry_run_one(monkeypatch, name):
     """The dry-run rule (one length) is the dry run's alone: a GPU run takes every length of
@@ -103,8 +146,13 @@ def test_a_dry_run_writes_a_document_of_its_kind(dry_runs, name):
     assert doc["results"] and not any("error" in r for r in doc["results"])
     assert f"wrote {doc['source']}" in text
     for r in doc["results"]:
-        assert r["median_ms"] > 0 and r["min_ms"] <= r["median_ms"], r
-        assert r["impl"] in text
+        assert r["median_ms"] > 0 and r["impl"] in text, r
+        # the row's own timings: repeat of them, their median and minimum (the decode sweep's
+        # rows, the memory's decode part and the profile keep only those two)
+        assert "times_ms" in r or name in ("decode_graph", "memory", "profile"), r
+        if "times_ms" in r:
+            assert len(r["times_ms"]) == doc["repeat"] and r["min_ms"] == min(r["times_ms"]), r
+            assert r["median_ms"] == statistics.median(r["times_ms"]), r
 
 
 @pytest.mark.triton
@@ -204,7 +252,7 @@ def test_decode_graph_and_memory_record_every_decode_implementation(dry_runs):
     parts = {}
     for r in mem["results"]:
         parts.setdefault(r["part"], set()).add(r["impl"])
-        assert isinstance(r["peak_bytes"], int) and r["peak_bytes"] >= 0 and r["memory_method"] == "torch_cpu"
+        assert type(r["peak_bytes"]) is int and r["memory_method"] == "torch_cpu"
     assert parts == {"block_sparse": {"block_sparse", "triton", "torch_sdpa"}, "decode": set(bench.DECODE_IMPLS)}
     sparse = [r for r in mem["results"] if r["part"] == "block_sparse"]
     assert all(r["model_tiled_peak_bytes"] == profiling.attention_peak_bytes(r["n"], 16, 4, tiled=True)
@@ -279,6 +327,7 @@ def test_a_decode_point_whose_reference_does_not_fit_is_recorded(monkeypatch):
 
 
 @pytest.mark.triton
+@pytest.mark.slow  # reads the GPU run's dry run (conftest's gpu_dry_run)
 def test_the_fa3_ladder_times_every_variant_causal_and_not_beside_sdpa(dry_runs):
     from attn_edu.bench.validate import _schema_problems  # the schema's part of validate_document
     from attn_edu.kernels import flash_triton

@@ -475,6 +475,46 @@ def test_correctness_step_runs_in_the_half_type_and_records_a_wrong_kernel(monke
     assert all(r["max_error"] < 1e-2 for r in records if r["passed"])
 
 
+def _synthetic_machine(monkeypatch, gpu_run, names):
+    """scripts/gpu_run.py on a stand-in machine (a dry run's header) with steps ``names``."""
+    header = {"device": {"kind": "cpu", "name": "test"}, "versions": {"python": "3", "attn_edu": "0"},
+              "git_commit": "abc", "git_dirty": False}
+    monkeypatch.setattr(gpu_run.Run, "_machine", lambda self: {"header": header, "label": "dry-run-cpu",
+                                                               "half": "float32", "sdpa": []})
+    monkeypatch.setattr(gpu_run, "STEP_NAMES", [(n, n) for n in names])
+
+
+def test_a_step_that_raises_or_writes_a_gpu_document_in_a_dry_run_fails_and_the_next_runs(tmp_path, monkeypatch):
+    """A failed step is recorded with its reason and the run goes on (exit code 1): a step
+    whose function raises (its traceback kept in logs/NAME.error.log), and one that writes a
+    document marked as a GPU run's (``"dry_run": false``) in a dry run, CPU numbers that would
+    pass for GPU ones."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gpu_run
+
+    _synthetic_machine(monkeypatch, gpu_run, ["first", "raises", "gpu-flag", "last"])
+    claim = tmp_path / "claim.json"
+    write = f"import json; open({str(claim)!r}, 'w').write(json.dumps({{'schema': 'attn_edu.bench/1', 'dry_run': False}}))"
+
+    def raises():
+        raise RuntimeError("planted")
+
+    def steps(run):
+        quick = lambda name: (lambda: run.command(name, [sys.executable, "-c", f"print('{name} done')"]))  # noqa: E731
+        return [gpu_run.Step("first", "", quick("first")), gpu_run.Step("raises", "", raises),
+                gpu_run.Step("gpu-flag", "", lambda: run.command("gpu-flag", [sys.executable, "-c", write], [claim])),
+                gpu_run.Step("last", "", quick("last"))]
+
+    monkeypatch.setattr(gpu_run, "steps", steps)
+    assert gpu_run.main(["--dry-run", "--out", str(tmp_path)]) == 1
+    run = json.loads((tmp_path / "run" / "run_dry-run-cpu.json").read_text())
+    assert [(s["step"], s["status"]) for s in run["steps"]] == [
+        ("first", "ok"), ("raises", "failed"), ("gpu-flag", "failed"), ("last", "ok")]
+    assert run["steps"][1]["summary"] == "RuntimeError: planted"
+    assert "RuntimeError: planted" in (tmp_path / "run" / "logs" / "raises.error.log").read_text()
+    assert "dry_run is False in a dry run" in run["steps"][2]["summary"]
+
+
 @pytest.mark.slow  # a step runs until the deadline stops it (8 s)
 def test_deadline_stops_a_step_skips_the_rest_and_from_continues(tmp_path, monkeypatch, capsys):
     """A lease or a Colab session that ends before the run does still gets the most-needed
@@ -489,12 +529,7 @@ def test_deadline_stops_a_step_skips_the_rest_and_from_continues(tmp_path, monke
     assert gpu_run.parse(["--dry-run", "--out", "x"]).deadline == 12
     monkeypatch.delenv("GPU_BENCH_DEADLINE")
     assert gpu_run.parse(["--dry-run", "--out", "x"]).deadline == gpu_run.DEFAULT_DEADLINE_S == 540
-    header = {"device": {"kind": "cpu", "name": "test"}, "versions": {"python": "3", "attn_edu": "0"},
-              "git_commit": "abc", "git_dirty": False}
-    monkeypatch.setattr(gpu_run.Run, "_machine", lambda self: {"header": header, "label": "dry-run-cpu",
-                                                               "half": "float32", "sdpa": []})
-    names = ["first", "slow", "third", "fourth"]
-    monkeypatch.setattr(gpu_run, "STEP_NAMES", [(n, n) for n in names])
+    _synthetic_machine(monkeypatch, gpu_run, ["first", "slow", "third", "fourth"])
     partial = tmp_path / "slow.json"
     slow = ("import json, signal, sys, time\n"
             "def stop(*a):\n"

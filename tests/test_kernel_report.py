@@ -167,8 +167,8 @@ def test_full_compile_report_exits_zero():
     committed report records a fingerprint of the kernel package's sources and Triton's
     version (``report.sources_fingerprint``): while it matches, the report describes this very
     code and its rows are checked here (the subset test above still compiles a sample);
-    when the kernels change, the full report compiles again (one compile per core: 135 s on
-    2 cores). Re-record with ``python -m attn_edu.kernels.report --jobs N --json
+    when the kernels change, the full report compiles again (one compile per core; its time:
+    CONTRIBUTING.md, "A kernel"). Re-record with ``python -m attn_edu.kernels.report --jobs N --json
     attn_edu/data/kernels/compile_report.json``."""
     from attn_edu.kernels import report
 
@@ -183,12 +183,22 @@ def test_full_compile_report_exits_zero():
 
 
 def test_the_fingerprint_follows_the_kernel_sources(tmp_path, monkeypatch):
-    """A change to any kernel module makes the committed report stale (so the full compile
-    runs again): the fingerprint covers every file of the kernel package."""
-    pytest.importorskip("triton")
+    """A change to any kernel module, or another Triton, makes the committed report stale (so
+    the full compile runs again): the fingerprint covers every file of the kernel package
+    and Triton's version, and the record is current only while its fingerprint matches."""
+    triton = pytest.importorskip("triton")
     from attn_edu.kernels import report
 
     before = report.sources_fingerprint()
+    record = json.loads(report.RECORDED.read_text())
+    for sources, current in ((before, True), ("0123456789abcdef", False)):
+        copy = tmp_path / f"report_{current}.json"
+        copy.write_text(json.dumps({**record, "sources": sources}))
+        monkeypatch.setattr(report, "RECORDED", copy)
+        assert report.recorded_is_current() is current
+    monkeypatch.setattr(triton, "__version__", triton.__version__ + ".post1")
+    assert report.sources_fingerprint() != before
+    monkeypatch.undo()
     real = Path.read_bytes
     monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (b"# edited" if self.name == "launch.py" else b""))
     assert report.sources_fingerprint() != before
@@ -204,7 +214,9 @@ def test_report_problems_rules():
     # spills count on sm_80 too, and so does a slow compile on any target
     assert report.problems(dict(row, target="sm_80", shared=10)) == ["spills 8 B of registers"]
     assert report.problems(dict(row, target="sm_80", shared=10, spill_bytes=0)) == []
-    assert report.problems(dict(row, target="sm_75", shared=10, seconds=12.5)) == ["compiles in 12 s > 10 s"]
+    for target in ("sm_75", "sm_80", "sm_90a"):  # the compile's CPU seconds: every target
+        slow = dict(row, target=target, shared=10, spill_bytes=0, matrix="wgmma", tma=True, seconds=12.5)
+        assert report.problems(slow) == ["compiles in 12 s > 10 s"], target
     assert report.problems(dict(row, target="sm_75", shared=10)) == []  # sm_75 spills: per group
     # exact float32 has no wgmma (FMA code) and does not use TMA: neither is asked of it
     assert report.problems(dict(row, shared=10, spill_bytes=0, precision="ieee", matrix="fma"),
@@ -224,6 +236,24 @@ def test_report_problems_rules():
     assert report.matrix_instructions("fma.rn.f32") == "fma"
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
         report.kernels()  # this process interprets its kernels
+
+
+def test_too_little_shared_memory_is_a_problem_only_when_no_configuration_of_the_group_fits():
+    from attn_edu.kernels import report
+
+    def group(*shared):
+        rows = [dict(target="sm_80", shared=x, shared_limit=100, spill_bytes=0, matrix="mma.sync") for x in shared]
+        for r in rows:
+            r["problems"] = report.problems(r)
+        report._fallbacks(rows)
+        return rows
+
+    one_fits = group(150, 80)  # the launch skips the first and runs the second
+    assert [r["problems"] for r in one_fits] == [[], []] and one_fits[0]["note"] == "no fit: skipped"
+    assert "note" not in one_fits[1]
+    none_fits = group(150, 120)
+    assert [len(r["problems"]) for r in none_fits] == [1, 1] and not any("note" in r for r in none_fits)
+    assert none_fits[0]["problems"][0].startswith("shared memory 150 B > limit 100 B")
 
 
 def test_t4_spills_are_a_warning_only_when_no_configuration_avoids_them():
