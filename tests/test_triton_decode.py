@@ -2,9 +2,10 @@
 
 On a machine without a GPU the kernels run in Triton's CPU interpreter, so
 TRITON_INTERPRET=1 is set here, before triton is imported (see tests/test_triton_flash.py
-for why). Shapes are tiny: the interpreter runs each block through NumPy. The kernel is
-also compiled ahead of time for sm_75, sm_80 and sm_90a (no GPU needed), and its
-shared memory, registers and spills are read from Triton's own ptxas.
+for why). Shapes are tiny: the interpreter runs each block through NumPy. The compile
+report (tests/test_kernel_report.py) compiles the launcher's configurations for sm_75,
+sm_80 and sm_90a; here what it leaves out is compiled for sm_80 and sm_90a (no GPU
+needed), and its shared memory, registers and spills are read from Triton's own ptxas.
 """
 import importlib.util
 import os
@@ -25,7 +26,7 @@ from attn_edu import decoding, reference_torch  # noqa: E402
 from attn_edu.kernels import _targets  # noqa: E402
 from attn_edu.kernels import decode_triton as dt  # noqa: E402
 from attn_edu.testing import assert_close_to_reference, reference_pair  # noqa: E402
-from conftest import DEVICE, GarbageTorch, OnCuda, kernel_precision, raises_with, torch_qkv  # noqa: E402
+from conftest import DEVICE, GarbageTorch, OnCuda, kernel_precision, lse_pair, raises_with, torch_qkv  # noqa: E402
 from venvs import compiled_env  # noqa: E402
 
 DEVICE = "cuda" if CUDA else "cpu"
@@ -37,6 +38,31 @@ DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if BF16_OK else [])
 def _inputs(b, hq, hkv, lq, lk, d, dv, dtype, seed=0):
     """q (B, H_q, L_q, d), k (B, H_kv, L_k, d), v (B, H_kv, L_k, d_v) on DEVICE."""
     return torch_qkv(lq, lk, d, dv, lead=(b, hq), lead_k=(b, hkv), seed=seed, dtype=dtype)
+
+
+def _lse_refs(q, k, causal=False, seqlens=None):
+    """``(gold, naive)`` lse for ``assert_close_to_reference`` (conftest.lse_pair): the K/V
+    heads repeated over their groups, the causal mask and each sequence's length applied."""
+    from attn_edu import masks
+
+    b, hq, lq, d = q.shape
+    lk = k.shape[2]
+    kk = k.repeat_interleave(hq // k.shape[1], dim=1)
+    align = {False: None, True: "top_left"}.get(causal, causal)
+    lens = [lk] * b if seqlens is None else [int(x) for x in seqlens]
+    allowed = torch.zeros(b, 1, lq, lk, dtype=torch.bool, device=q.device)
+    for i, n in enumerate(lens):  # each sequence its own length (bottom-right: its own end)
+        see = (masks.causal_mask(lq, n, align, device=q.device) if align
+               else torch.ones(lq, n, dtype=torch.bool, device=q.device))
+        allowed[i, 0, :, :n] = see
+    return lse_pair(q, kk, allowed, d ** -0.5, kernel_precision(q.dtype))
+
+
+def _assert_lse(lse, q, k, causal=False, seqlens=None):
+    gold, naive = _lse_refs(q, k, causal, seqlens)
+    assert torch.equal(torch.isneginf(lse), torch.isneginf(gold))
+    fin = torch.isfinite(gold)
+    assert_close_to_reference(lse[fin], gold[fin], naive[fin], what="lse")
 
 
 # B, H_q, H_kv, L_q, L_k, d, d_v, num_splits: odd lengths, GQA and MQA, ragged blocks,
@@ -61,11 +87,7 @@ def test_kernel_meets_the_tolerance_rule(case, causal, dtype):
     assert out.dtype == dtype and out.shape == (b, hq, lq, dv) and lse.dtype == torch.float32
     gold, naive = reference_pair(q, k, v, causal=causal, enable_gqa=True, precision=kernel_precision(dtype))
     assert_close_to_reference(out, gold, naive)
-    _, gold_lse = decoding.split_kv_attention(*(x.double() for x in (q, k, v)), 1, causal=causal,
-                                              enable_gqa=True, return_lse=True)
-    assert torch.equal(torch.isneginf(lse), torch.isneginf(gold_lse))
-    fin = torch.isfinite(gold_lse)
-    assert (lse.double()[fin] - gold_lse[fin]).abs().max() <= 1e-3 * max(1.0, gold_lse[fin].abs().max())
+    _assert_lse(lse, q, k, causal)
 
 
 def test_seqlens_fully_masked_chunks_and_empty_sequences():
@@ -104,16 +126,15 @@ def test_a_call_allocates_its_output_and_one_workspace_and_the_kernels_fill_what
                                      precision=kernel_precision(torch.float32))
         assert not out.isnan().any() and not lse.isnan().any(), causal
         assert_close_to_reference(out, gold, naive)
-        if lens is None:
-            _, gold_lse = decoding.split_kv_attention(*(x.double() for x in (q, k, v)), 1, causal=causal,
-                                                      enable_gqa=True, return_lse=True)
-            assert (lse.double() - gold_lse).abs().max() <= 1e-5 * gold_lse.abs().max()
-        else:  # sequence 0 holds no key: -inf; the others see at least one
+        _assert_lse(lse, q, k, causal, lens)
+        if lens is not None:  # sequence 0 holds no key: -inf; the others see at least one
             assert torch.isneginf(lse[0]).all() and torch.isfinite(lse[1:]).all(), lse
 
 
 def test_split_count_does_not_change_the_answer_and_merge_matches_numpy():
-    q, k, v = _inputs(1, 4, 1, 1, 100, 16, 16, torch.float32, seed=5)
+    # 300 keys: several key blocks on a GPU too (BLOCK_N up to 128), so each split count merges
+    # several non-empty chunks
+    q, k, v = _inputs(1, 4, 1, 1, 300, 16, 16, torch.float32, seed=5)
     outs = [dt.split_kv_decode(q, k, v, num_splits=s, enable_gqa=True) for s in (1, 2, 7, 40)]
     for o in outs[1:]:
         assert (o - outs[0]).abs().max() <= 1e-5
@@ -146,12 +167,16 @@ def test_bad_inputs_get_clear_errors():
     big = torch.zeros(1, 2, 8, 200, device=DEVICE)
     raises_with(ValueError, ["1 to 128", "200"], f, big[:, :, :1], big, big, enable_gqa=True)
     raises_with(ValueError, ["num_splits must be at most 128"], f, q, k, v, num_splits=129, enable_gqa=True)
+    assert f(q, k, v, num_splits=128, enable_gqa=True).shape == q.shape  # 128 itself is allowed
     raises_with(ValueError, ["num_splits must be at least 1"], f, q, k, v, num_splits=0, enable_gqa=True)
     raises_with(TypeError, ["seqlens must be an integer tensor"], f, q, k, v, seqlens=torch.ones(1), enable_gqa=True)
+    raises_with(TypeError, ["seqlens must be an integer tensor", "bool"], f, q, k, v,
+                seqlens=torch.ones(1, dtype=torch.bool), enable_gqa=True)
     raises_with(ValueError, ["seqlens must have shape (B,)"], f, q, k, v, seqlens=torch.ones(2, dtype=torch.int64),
             enable_gqa=True)
     if not CUDA:  # checked on the CPU only: on a GPU it would be a host sync (the kernel clamps)
         raises_with(ValueError, ["0 .. L_k = 8"], f, q, k, v, seqlens=torch.tensor([9]), enable_gqa=True)
+        raises_with(ValueError, ["0 .. L_k = 8", "-1"], f, q, k, v, seqlens=torch.tensor([-1]), enable_gqa=True)
     raises_with(ValueError, ["same batch and head axes"], f, q.expand(2, 4, 1, 16), k, v, enable_gqa=True)
     # one K/V head broadcast over four query heads is grouped-query attention: asked for by name
     raises_with(ValueError, ["same batch and head axes", "enable_gqa=True"], f, q, k[:, :1], v[:, :1])
@@ -245,7 +270,7 @@ for arch, dtype, ds in [("sm_80", "float16", (64, 128)), ("sm_90a", "bfloat16", 
 
 @pytest.mark.slow
 @pytest.mark.skipif(CUDA, reason="on a GPU the kernel runs for real above")
-def test_kernel_compiles_ahead_of_time_for_t4_a100_h100(tmp_path):
+def test_kernel_compiles_ahead_of_time_for_a100_h100_beyond_the_report(tmp_path):
     """Triton's own compiler builds the launched configuration and the reduction here, on a
     CPU, for what the compile report leaves out (float16 on sm_80, a group of 8, the other
     branches): the tiles fit the target's shared memory, nothing spills, and the split kernel
@@ -321,6 +346,10 @@ def test_the_launcher_reads_nothing_back_from_the_gpu_and_fills_no_buffer(monkey
     for name in ("zeros", "full", "zeros_like", "full_like"):
         real = getattr(torch, name)
         monkeypatch.setattr(torch, name, lambda *a, _r=real, _n=name, **kw: fills.append(_n) or _r(*a, **kw))
+    for name in ("zero_", "fill_"):  # a memset in place, on what torch.empty gave
+        real = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name, lambda self, *a, _r=real, _n=name, **kw: fills.append(_n)
+                            or _r(self, *a, **kw))
     # the stand-in tensors live on the CPU: let the launcher's allocations land there too
     real_empty = torch.empty
     monkeypatch.setattr(torch, "empty", lambda *a, **kw: real_empty(*a, **{**kw, "device": "cpu"}))
@@ -345,9 +374,34 @@ def test_float32_precision_follows_the_one_rule():
     raises_with(ValueError, ["precision must be"], dt.split_kv_decode, q, k, v, enable_gqa=True, precision="x")
 
 
-@pytest.mark.skipif(not CUDA, reason="on the CPU out-of-range seqlens are refused before any launch")
-def test_seqlens_out_of_range_are_clamped_on_a_gpu():
+def test_seqlens_out_of_range_are_clamped_by_the_kernel():
+    # on a GPU the front door does not read seqlens (a host sync), the kernel clamps them into
+    # 0 .. L_k; on the CPU the front door refuses them, so the launcher is called directly
     q, k, v = _inputs(2, 2, 2, 1, 24, 16, 16, torch.float16)
-    over = dt.split_kv_decode(q, k, v, seqlens=torch.tensor([30, -3], device=DEVICE))
-    clamped = dt.split_kv_decode(q, k, v, seqlens=torch.tensor([24, 0], device=DEVICE))
-    assert torch.equal(over, clamped)
+    scale = 16 ** -0.5
+    run = ((lambda lens: dt.split_kv_decode(q, k, v, seqlens=lens)) if CUDA else
+           (lambda lens: dt.decode(q, k, v, None, scale, 1, seqlens=lens)))
+    over = run(torch.tensor([30, -3], device=DEVICE))
+    clamped = run(torch.tensor([24, 0], device=DEVICE))
+    assert torch.equal(over, clamped) and (clamped[1] == 0).all() and (clamped[0] != 0).any()
+
+
+def test_an_empty_cache_or_batch_gives_zeros_and_lse_minus_infinity(monkeypatch):
+    garbage = GarbageTorch()  # torch.empty is NaN: what the launcher does not fill shows
+    monkeypatch.setattr(dt, "torch", garbage)
+    q, k, v = _inputs(2, 4, 2, 1, 8, 16, 16, torch.float32)
+    for q_, k_, v_ in ((q, k[:, :, :0], v[:, :, :0]), (q[:0], k[:0], v[:0])):
+        out, lse = dt.split_kv_decode(q_, k_, v_, enable_gqa=True, return_lse=True)
+        assert out.shape == q_.shape and (out == 0).all() and torch.isneginf(lse).all()
+
+
+def test_keys_the_last_query_cannot_see_are_never_loaded():
+    # top-left causal, 2 queries: keys from 2 on are masked for every row, so NaN there
+    # (a cache's unwritten tail) must not reach the output
+    q, k, v = _inputs(1, 2, 1, 2, 40, 16, 16, torch.float32, seed=6)
+    k_nan, v_nan = k.clone(), v.clone()
+    k_nan[:, :, 20:], v_nan[:, :, 20:] = float("nan"), float("nan")
+    for splits in (1, 3):
+        out = dt.split_kv_decode(q, k_nan, v_nan, num_splits=splits, causal=True, enable_gqa=True)
+        gold, naive = reference_pair(q, k, v, causal=True, enable_gqa=True, precision=kernel_precision(q.dtype))
+        assert_close_to_reference(out, gold, naive, what=f"{splits} splits")

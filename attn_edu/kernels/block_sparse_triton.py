@@ -394,8 +394,8 @@ def block_sparse_attention(q, k, v, mask, block_q: Optional[int] = None,
         num_warps, num_stages: Triton launch options (ignored by the interpreter).
         precision: float32 inputs only, ``"tf32"`` (tensor cores; the default from compute
             capability 8.0) or ``"ieee"`` (exact float32 products; the default, and the only
-            choice, before 8.0 and in the interpreter; refused from 8.0, where its FMA tiles
-            spill): ``attn_edu.kernels._targets.input_precision``, whose docstring states
+            choice, before 8.0; the default in the interpreter, which runs ``"tf32"`` too when
+            asked; refused from 8.0, where its FMA tiles spill): ``attn_edu.kernels._targets.input_precision``, whose docstring states
             the tolerance of each. Exact float32 runs ``IEEE_ROWS`` query rows per program.
 
     Returns:

@@ -10,8 +10,9 @@ splits the keys into ``num_splits`` chunks:
 1. ``_split_kernel``, grid ``(B * H_kv, num_splits, row blocks)``: one program takes one
    chunk of one sequence's keys for one K/V head, and **all** the query rows that read
    that head -- the ``g = H_q / H_kv`` query heads of its group times the ``L_q``
-   queries, packed into one block of ``BLOCK_M >= 16`` rows (grouped-query attention
-   reads each K/V tile once for the whole group). It runs chapter 09's online softmax
+   queries, packed into blocks of ``BLOCK_M`` rows, 16 to 64 (:func:`block_m_for`; more
+   rows than 64 take further row blocks, the grid's third axis), so grouped-query
+   attention reads each K/V tile once for up to 64 of the group's rows. It runs chapter 09's online softmax
    over its chunk in blocks of ``BLOCK_N`` keys and writes the chunk's softmax state
    (float32): running max ``m_c``, sum ``l_c`` and normalised output ``o_c``; an empty
    or fully masked chunk writes ``m_c = -inf``, ``l_c = 0``, ``o_c = 0``.
