@@ -334,7 +334,7 @@ def time_ms(fn: Callable, *args: Any, repeat: int = 5, warmup: int = 1, device: 
 
 
 def time_cuda_graph_ms(fn: Callable, *args: Any, repeat: int = 20, warmup: int = 2,
-                       l2_flush: bool = True, **kwargs: Any) -> Timing:
+                       l2_flush: bool = True, steps: int = 1, **kwargs: Any) -> Timing:
     """GPU time of ``fn(*args, **kwargs)`` replayed from a CUDA graph, in ms (a :class:`Timing`).
 
     For calls shorter than their launch (a decoding step over a short KV cache, a small
@@ -344,8 +344,11 @@ def time_cuda_graph_ms(fn: Callable, *args: Any, repeat: int = 20, warmup: int =
     Python in between, so the time is the GPU's work (as ``triton.testing.do_bench_cudagraph``
     measures it). The call must be capturable: no host synchronisation (``.item()``,
     ``int(tensor)``), no allocation that differs between calls. The ``host_times_ms`` are
-    the host's time to launch each replay. CUDA only.
+    the host's time to launch each replay. ``steps`` > 1: each timed run is that many
+    replays back to back, and the times are per replay (``"cuda_graph_loop"``: a decode
+    loop replaying its step). CUDA only.
     """
+    steps = check_positive_int("steps", steps)
     if not callable(fn):
         raise TypeError(f"fn must be callable; got {type(fn).__name__}")
     repeat = check_positive_int("repeat", repeat)
@@ -361,10 +364,13 @@ def time_cuda_graph_ms(fn: Callable, *args: Any, repeat: int = 20, warmup: int =
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn(*args, **kwargs)
-    replay = graph.replay
+    def replay() -> None:
+        for _ in range(steps):
+            graph.replay()
     timing = time_interleaved_ms({"graph": replay}, repeat=repeat, warmup=1, device="cuda",
                                  l2_flush=l2_flush)["graph"]
-    return Timing(list(timing.times_ms), warmup, "cuda_graph", list(timing.host_times_ms))
+    return Timing([t / steps for t in timing.times_ms], warmup, "cuda_graph" if steps == 1 else "cuda_graph_loop",
+                  [t / steps for t in timing.host_times_ms])
 
 
 def best_interleaved_ms(calls: Dict[Any, Callable[[], Any]], rounds: int = 3,

@@ -87,11 +87,29 @@ def test_host_time_marks_a_point_launch_bound_where_the_host_is_the_slower(monke
 def test_decode_graph_records_eager_over_graph_replay(monkeypatch):
     _as_on_a_gpu(monkeypatch)
     monkeypatch.setattr(bench.measure, "_decode", lambda run, *a, **k: {"skipped": {}, "results": [
-        {"impl": "triton_split_kv", "context": 16384, "median_ms": 0.3, "graph_median_ms": 0.1},
-        {"impl": "torch_split_kv", "context": 16384, "median_ms": 2.0, "graph_median_ms": None}]})
+        {"impl": "triton_split_kv", "context": 16384, "median_ms": 0.3, "graph_median_ms": 0.1,
+         "loop_ms": 0.05, "graph_loop_ms": 0.04},
+        {"impl": "torch_split_kv", "context": 16384, "median_ms": 2.0, "graph_median_ms": None,
+         "loop_ms": 2.0, "graph_loop_ms": None}]})
     doc, code = bench.run_measure("decode_graph", stream=open(os.devnull, "w"))
     assert code == 0
     assert [r.get("graph_speedup") for r in doc["results"]] == [pytest.approx(3.0), None]
+    assert [r.get("loop_speedup") for r in doc["results"]] == [pytest.approx(1.25), None]
+
+
+def test_a_decode_loop_is_timed_as_steps_back_to_back_without_flushes(monkeypatch):
+    from attn_edu.bench import decode as bd
+
+    seen, calls = [], []
+
+    def timed(fns, repeat, warmup, device, l2_flush):  # the loop run once, timed at 8 ms
+        seen.append((repeat, warmup, device, l2_flush))
+        fns["loop"]()
+        return {"loop": profiling.Timing([8.0], warmup)}
+
+    monkeypatch.setattr(bd.profiling, "time_interleaved_ms", timed)
+    assert bd._loop_ms(lambda *a: calls.append(a), (1, 2), "cuda", 4) == 2.0  # per step
+    assert calls == [(1, 2)] * 4 and seen == [(5, 1, "cuda", False)]
 
 
 @pytest.mark.parametrize("results, stopped, code", [
@@ -247,6 +265,7 @@ def test_decode_graph_and_memory_record_every_decode_implementation(dry_runs):
     assert {(r["impl"], r["context"]) for r in graph["results"]} == {(i, c) for i in bench.DECODE_IMPLS for c in NS}
     for r in graph["results"]:
         assert r["batch"] == 1 and r["graph_median_ms"] is None and "CUDA" in r["graph_note"]
+        assert type(r["loop_ms"]) is float and r["graph_loop_ms"] is None and "loop_speedup" not in r
         assert r["max_abs_err"] < 1e-5  # against float64, in float32
     _, mem, _ = dry_runs("memory")
     parts = {}

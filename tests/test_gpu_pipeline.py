@@ -425,6 +425,16 @@ def test_cuda_graph_timing_captures_once_and_replays_with_a_stand_in(monkeypatch
                                      repeat=3, warmup=2)
     assert log == ["eager 7", "eager 7", "capture", "replay", "sync"] + ["flush", "replay"] * 3 + ["sync"]
     assert t.method == "cuda_graph" and t.repeat == 3 and t.warmup == 2 and t.host_ms is not None
+    # steps: each timed run replays that many back to back, no flush between them, per replay
+    log.clear()
+    loop = profiling.time_cuda_graph_ms(lambda: log.append("capture" if capturing else "eager"),
+                                        repeat=2, warmup=1, steps=3, l2_flush=False)
+    assert log == ["eager", "capture"] + ["replay"] * 3 + ["sync"] + ["replay"] * 6 + ["sync"]
+    assert loop.method == "cuda_graph_loop" and loop.repeat == 2
+    monkeypatch.setattr(profiling, "time_interleaved_ms", lambda fns, **kw: {
+        "graph": profiling.Timing([9.0], 1, "cuda_events", [3.0])})  # a loop of 3 replays: 9 ms
+    per = profiling.time_cuda_graph_ms(lambda: None, steps=3)
+    assert (per.median_ms, per.host_ms) == (3.0, 1.0)  # per replay, the GPU's and the host's
     with pytest.raises(ValueError, match="repeat"):
         profiling.time_cuda_graph_ms(lambda: None, repeat=0)
 

@@ -62,7 +62,10 @@ def decode_sweep(contexts: Sequence[int] = (1024, 4096, 16384, 65536), batches: 
     when it exceeds the GPU time, the step is launch-bound), on a GPU the time of the same
     call replayed from a CUDA graph (``graph_median_ms``, :func:`attn_edu.profiling.time_cuda_graph_ms`;
     None when the call cannot be captured, ``graph_note`` saying why; ``graph=False`` leaves
-    it out), the KV-cache bytes one step reads
+    it out), the time per step of ``LOOP_STEPS`` calls back to back as a decoding loop makes
+    them, eager (``loop_ms``: no flush, no synchronisation between the steps, so a host
+    slower than the GPU shows; on the CPU, and two steps in a dry run) and replayed from the
+    graph (``graph_loop_ms``, on a GPU), the KV-cache bytes one step reads
     (``2 * batch * kv_heads * context * d * itemsize``), the bandwidth that implies
     (GB/s) and the largest difference from the float64 reference; with ``memory=True`` the
     peak memory of one more call above its inputs (``peak_bytes``,
@@ -115,6 +118,11 @@ def decode_sweep(contexts: Sequence[int] = (1024, 4096, 16384, 65536), batches: 
                     row.update(median_ms=t.median_ms, min_ms=t.min_ms, max_abs_err=err,
                                gb_per_s=kv_bytes / (t.median_ms * 1e-3) / 1e9, timer=t.method,
                                host_median_ms=t.host_ms, graph_median_ms=graph_ms)
+                    if graph:  # and as a decode loop makes the step: back to back, eager and replayed
+                        steps = 2 if dry_run else LOOP_STEPS
+                        with torch.no_grad():
+                            row["loop_ms"] = _loop_ms(fn, (q, k, v), device, steps)
+                        row["graph_loop_ms"] = _graph_ms(fn, (q, k, v), device, steps)[0] if graph_ms else None
                     if graph_note:
                         row["graph_note"] = graph_note
                     if memory:
@@ -139,16 +147,34 @@ def _failed(row: Dict[str, Any], exc: BaseException, device: str) -> Dict[str, A
     return row
 
 
-def _graph_ms(fn, args, device: str) -> Tuple[Optional[float], Optional[str]]:
+#: Steps of a timed decode loop (``loop_ms``, ``graph_loop_ms``): calls back to back, as a
+#: decoding loop makes them.
+LOOP_STEPS = 20
+
+
+def _loop_ms(fn, args, device: str, steps: int) -> float:
+    """Median time per step of ``steps`` calls of ``fn(*args)`` back to back (5 loops, CUDA
+    events around each, read after one synchronisation; no L2 flush, no synchronisation
+    between the steps): the host's time shows where it is the longer (the GPU waits for each
+    launch), and is hidden where the GPU's is (the launches run ahead), as in a decoding loop."""
+    def loop() -> None:
+        for _ in range(steps):
+            fn(*args)
+    return profiling.time_interleaved_ms({"loop": loop}, repeat=5, warmup=1, device=device,
+                                         l2_flush=False)["loop"].median_ms / steps
+
+
+def _graph_ms(fn, args, device: str, steps: int = 1) -> Tuple[Optional[float], Optional[str]]:
     """(median GPU time of ``fn(*args)`` replayed from a CUDA graph, None); (None, why) on
-    the CPU or when the call cannot be captured (a host synchronisation inside it)."""
+    the CPU or when the call cannot be captured (a host synchronisation inside it).
+    ``steps`` > 1: per replay of that many back to back, without L2 flushes (a loop)."""
     if device != "cuda":
         return None, "CUDA graphs need a CUDA GPU"
     import torch
 
     try:
         with torch.no_grad():
-            return profiling.time_cuda_graph_ms(fn, *args).median_ms, None
+            return profiling.time_cuda_graph_ms(fn, *args, steps=steps, l2_flush=steps == 1).median_ms, None
     except Exception as err:  # not capturable: the eager time stands alone
         try:
             torch.cuda.synchronize()
