@@ -37,9 +37,12 @@ compiled = {}                                       # kernel name -> compiles
 import threading, triton.compiler
 lock, compile_ = threading.Lock(), triton.compiler.compile
 
+in_loop, inside = {}, []                            # compiles within an Autotuner.run
 def counted(src, *a, **k):                          # what each JITFunction compiles with
     with lock:
         compiled[src.name] = compiled.get(src.name, 0) + 1
+        if inside:
+            in_loop[src.name] = in_loop.get(src.name, 0) + 1
     return compile_(src, *a, **k)
 triton.compiler.compile = counted
 
@@ -48,7 +51,11 @@ tuner_runs = []                                     # each Autotuner.run, by ker
 _tuner_run = Autotuner.run
 def tuner_run(self, *a, **k):
     tuner_runs.append(self.base_fn.__name__)
-    return _tuner_run(self, *a, **k)
+    inside.append(1)
+    try:
+        return _tuner_run(self, *a, **k)
+    finally:
+        inside.pop()
 Autotuner.run = tuner_run
 
 # every variant's autotuner can be made (Triton 3.9 refuses a key that is not a kernel argument)
@@ -74,8 +81,9 @@ with ca.gpu_target_stand_in((9, 0)), ca.launches_compile_only(*tuners, *ladder_t
         before = dict(compiled)
         call()
         steps.append({"step": name, "submitted": submitted[-1] if submitted else None, "tuner_runs": tuner_runs[:],
-                      "compiled": {n: c - before.get(n, 0) for n, c in compiled.items() if c != before.get(n, 0)}})
-        submitted.clear(), tuner_runs.clear()
+                      "compiled": {n: c - before.get(n, 0) for n, c in compiled.items() if c != before.get(n, 0)},
+                      "in_loop": dict(in_loop)})
+        submitted.clear(), tuner_runs.clear(), in_loop.clear()
     persistent_again = dict(compiled)
     launch.forward(q, k, v, "top_left", 0.125, use_tma=True, variant="persistent")
     steps.append({"step": "persistent again", "tuner_runs": tuner_runs[:],
@@ -87,8 +95,9 @@ with ca.gpu_target_stand_in((9, 0)), ca.launches_compile_only(*tuners, *ladder_t
         before = dict(compiled)
         launch.backward(torch.randn_like(q), q, k, v, out, lse, None, 0.125)
         steps.append({"step": name, "submitted": submitted[-1] if submitted else None, "tuner_runs": tuner_runs[:],
-                      "compiled": {n: c - before.get(n, 0) for n, c in compiled.items() if c != before.get(n, 0)}})
-        submitted.clear(), tuner_runs.clear()
+                      "compiled": {n: c - before.get(n, 0) for n, c in compiled.items() if c != before.get(n, 0)},
+                      "in_loop": dict(in_loop)})
+        submitted.clear(), tuner_runs.clear(), in_loop.clear()
     tma = launch._fa3_tuner("host_tma")
     shapes = sorted({s for key in tma.fn.device_caches[0][0] for s in ("[1, 1, 64, 64]", "[1, 1, 32, 64]") if s in key})
 print(json.dumps({"steps": steps, "tma_block_shapes": shapes, "ladder_keys": ladder,
@@ -114,11 +123,13 @@ def test_the_forwards_first_call_compiles_ahead_and_its_autotuner_then_compiles_
     # launches the best) found every one compiled under the key it launches with
     fa2 = _step(run, "fa2")
     assert fa2["submitted"] == 2 and fa2["compiled"] == {"attn_fwd": 2}, fa2
+    # ... none of them inside the autotuner's run (its loop would compile each in turn)
+    assert fa2["tuner_runs"] and fa2["in_loop"] == {}, fa2
     # host descriptors: each configuration's pre-hook gave its descriptors their block shapes
     # before its compile (the shapes are in the kernel's signature); otherwise the loop would
     # have compiled again under the shapes it launches with
     tma = _step(run, "host_tma")
-    assert tma["submitted"] == 2 and tma["compiled"] == {"attn_fwd_fa3": 2}, tma
+    assert tma["submitted"] == 2 and tma["compiled"] == {"attn_fwd_fa3": 2} and tma["in_loop"] == {}, tma
     assert run["tma_block_shapes"] == ["[1, 1, 32, 64]", "[1, 1, 64, 64]"], run["tma_block_shapes"]
     # a key already tuned: nothing submitted, nothing compiled
     again = _step(run, "fa2 again")
@@ -130,7 +141,7 @@ def test_every_ladder_variants_first_call_compiles_ahead(run):
     # causal grid: each variant's own autotuner, its configurations compiled ahead, none in its loop
     for variant in ("wide_tiles", "warp_specialized", "persistent"):
         step = _step(run, variant)
-        assert step["submitted"] == 2 and step["compiled"] == {"attn_fwd_fa3": 2}, step
+        assert step["submitted"] == 2 and step["compiled"] == {"attn_fwd_fa3": 2} and step["in_loop"] == {}, step
 
 
 def test_every_variants_autotuner_keys_on_its_own_arguments(run):
@@ -145,6 +156,7 @@ def test_the_backwards_two_kernels_compile_ahead_in_one_pool(run):
     assert bwd["submitted"] == 4, bwd
     # the preprocess kernel is launched directly (one configuration), once
     assert bwd["compiled"] == {"attn_bwd_dkdv": 2, "attn_bwd_dq": 2, "attn_bwd_preprocess": 1}, bwd
+    assert bwd["in_loop"] == {}, bwd  # all four ahead, none in the autotuners' loops
     # the same key again: its tuning is known (the plan's key with the device), nothing is submitted
     again = _step(run, "backward again")
     assert again["submitted"] is None and again["compiled"] == {}, again
@@ -180,7 +192,11 @@ def test_compile_workers_reads_its_variable(monkeypatch):
         with pytest.raises(ValueError, match=f"{_compile_ahead.COMPILE_WORKERS_ENV} must be an int >= 1; got '{bad}'"):
             _compile_ahead.compile_workers()
     monkeypatch.delenv(_compile_ahead.COMPILE_WORKERS_ENV)
-    assert 1 <= _compile_ahead.compile_workers() <= min(_compile_ahead.COMPILE_WORKERS_MAX, os.cpu_count())
+    # unset: one per CPU this process may run on, at most COMPILE_WORKERS_MAX
+    for cpus, want in ((1, 1), (3, 3), (64, _compile_ahead.COMPILE_WORKERS_MAX)):
+        monkeypatch.setattr(_compile_ahead.os, "sched_getaffinity", lambda pid, n=cpus: set(range(n)))
+        assert _compile_ahead.compile_workers() == want, cpus
+    assert _compile_ahead.COMPILE_WORKERS_MAX == 16
 
 
 def test_the_compile_benchmark_refuses_bad_sizes_and_prints_its_ratio():

@@ -107,10 +107,12 @@ INTERPRET_BLOCK_N = 32
 #: Backward blocks on a GPU. The dK/dV program holds BLOCK_N keys and streams BLOCK_M
 #: queries past them; the dQ program mirrors it (BLOCK_N queries, BLOCK_M keys per step).
 BWD_BLOCK_M_CUDA, BWD_BLOCK_N_CUDA, BWD_WARPS_CUDA, BWD_STAGES_CUDA = 32, 64, 4, 2
-#: Tried in order (BLOCK_M, BLOCK_N, num_warps, num_stages), the first that fits the GPU's
-#: shared memory is used. The second is for GPUs with 64 KiB per block (a T4) and head
-#: dimension 128, where the first needs ~100 KiB in float32 and ~80 KiB in float16; from
-#: compute capability 8.0 on the first always fits (:func:`~attn_edu.kernels.flash_triton.backward_configs`).
+#: The backward's tiles of earlier editions (BLOCK_M, BLOCK_N, num_warps, num_stages): the
+#: first, the 32 x 64 tile, heads ``BWD_AUTOTUNE_CONFIGS`` from compute capability 8.0
+#: (with 8 warps before Hopper); the second, which fits 64 KiB per block (a T4) at head
+#: dimension 128, where the first needs ~100 KiB in float32 and ~80 KiB in float16, is the
+#: one launched before 8.0 (:func:`~attn_edu.kernels.flash_triton.backward_configs`), and the
+#: atomic schedule's second try (:func:`atomic_backward_configs`).
 BWD_CONFIGS_CUDA = [
     (BWD_BLOCK_M_CUDA, BWD_BLOCK_N_CUDA, BWD_WARPS_CUDA, BWD_STAGES_CUDA),
     (16, 32, 4, 1),
@@ -272,7 +274,7 @@ def _prune_fwd_configs(configs, named_args, **kwargs):
                                  args.get("INPUT_PRECISION", "tf32")))
     key = lambda c: (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)  # noqa: E731
     kept = [c for c in configs if key(c) in wanted]
-    # nothing left (it should not happen): the two small tiles, which fit anywhere
+    # nothing left (it should not happen): the pre-Ampere small tile, which fits anywhere
     return kept or [c for c in configs if key(c) in FWD_CONFIGS_PRE_AMPERE]
 
 
