@@ -98,9 +98,18 @@ with ca.gpu_target_stand_in((9, 0)), ca.launches_compile_only(*tuners, *ladder_t
                       "compiled": {n: c - before.get(n, 0) for n, c in compiled.items() if c != before.get(n, 0)},
                       "in_loop": dict(in_loop)})
         submitted.clear(), tuner_runs.clear(), in_loop.clear()
+    # the autotuner's key buckets: B * H and the lengths rounded up to powers of two, so a
+    # second shape in the same buckets is not tuned again, and its choice can be read back
+    buckets = []
+    for shape in ((1, 6, 100, 64), (1, 7, 120, 64)):   # B * H 6 and 7 -> 8; L 100 and 120 -> 128
+        x = torch.randn(shape).to(torch.bfloat16)
+        launch.forward(x, x, x, None, 0.125)
+        key = launch.launch_key(x, x, x, False, launch.dot_precision(x, None), False)  # chosen_forward_config's
+        buckets.append({"tuner_runs": tuner_runs[:], "chosen": launch.tuned_forward_config(key) is not None})
+        tuner_runs.clear()
     tma = launch._fa3_tuner("host_tma")
     shapes = sorted({s for key in tma.fn.device_caches[0][0] for s in ("[1, 1, 64, 64]", "[1, 1, 32, 64]") if s in key})
-print(json.dumps({"steps": steps, "tma_block_shapes": shapes, "ladder_keys": ladder,
+print(json.dumps({"steps": steps, "tma_block_shapes": shapes, "ladder_keys": ladder, "buckets": buckets,
                   "chosen": [list(t.best_config.kwargs.values()) for t in tuners]}))
 """
 
@@ -174,6 +183,12 @@ def test_a_tuned_key_launches_the_autotuners_choice_without_the_autotuner(run):
     for name in ("fa2 again", "host_tma again", "persistent again", "backward again"):
         step = _step(run, name)
         assert step["tuner_runs"] == [] and step["compiled"] == {}, step
+
+
+def test_a_shape_in_the_same_buckets_is_not_tuned_again(run):
+    first, second = run["buckets"]
+    assert first["tuner_runs"] == ["attn_fwd"] and second["tuner_runs"] == [], run["buckets"]
+    assert first["chosen"] and second["chosen"]  # what chosen_forward_config reads, found
 
 
 def test_the_chosen_configurations_are_the_autotuners_own(run):
