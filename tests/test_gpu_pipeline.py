@@ -499,6 +499,7 @@ def test_a_step_that_raises_or_writes_a_gpu_document_in_a_dry_run_fails_and_the_
     whose function raises (its traceback kept in logs/NAME.error.log), and one that writes a
     document marked as a GPU run's (``"dry_run": false``) in a dry run, CPU numbers that would
     pass for GPU ones."""
+    pytest.importorskip("jsonschema")  # the run document is validated against the schema
     sys.path.insert(0, str(ROOT / "scripts"))
     import gpu_run
 

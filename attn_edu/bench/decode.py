@@ -147,8 +147,8 @@ def _failed(row: Dict[str, Any], exc: BaseException, device: str) -> Dict[str, A
     return row
 
 
-#: Steps of a timed decode loop (``loop_ms``, ``graph_loop_ms``): calls back to back, as a
-#: decoding loop makes them.
+#: How many calls back to back a timed decode loop makes (``loop_ms`` and ``graph_loop_ms``),
+#: as a decoding loop makes them.
 LOOP_STEPS = 20
 
 

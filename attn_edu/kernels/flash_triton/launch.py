@@ -107,8 +107,8 @@ INTERPRET_BLOCK_N = 32
 #: Backward blocks on a GPU. The dK/dV program holds BLOCK_N keys and streams BLOCK_M
 #: queries past them; the dQ program mirrors it (BLOCK_N queries, BLOCK_M keys per step).
 BWD_BLOCK_M_CUDA, BWD_BLOCK_N_CUDA, BWD_WARPS_CUDA, BWD_STAGES_CUDA = 32, 64, 4, 2
-#: The backward's tiles of earlier editions (BLOCK_M, BLOCK_N, num_warps, num_stages): the
-#: first, the 32 x 64 tile, heads ``BWD_AUTOTUNE_CONFIGS`` from compute capability 8.0
+#: The backward's tiles of earlier editions, each (BLOCK_M, BLOCK_N, num_warps, num_stages).
+#: The first, the 32 x 64 tile, heads ``BWD_AUTOTUNE_CONFIGS`` from compute capability 8.0
 #: (with 8 warps before Hopper); the second, which fits 64 KiB per block (a T4) at head
 #: dimension 128, where the first needs ~100 KiB in float32 and ~80 KiB in float16, is the
 #: one launched before 8.0 (:func:`~attn_edu.kernels.flash_triton.backward_configs`), and the
