@@ -201,7 +201,6 @@ def test_compile_workers_reads_its_variable(monkeypatch):
     assert _compile_ahead.compile_workers() == 3
     monkeypatch.setenv(_compile_ahead.COMPILE_WORKERS_ENV, "1")
     assert _compile_ahead.compile_workers() == 1
-    assert _compile_ahead.compile_ahead((object(), (), {})) == 0  # one thread: the autotuner's own loop
     for bad in ("0", "-2", "many"):
         monkeypatch.setenv(_compile_ahead.COMPILE_WORKERS_ENV, bad)
         with pytest.raises(ValueError, match=f"{_compile_ahead.COMPILE_WORKERS_ENV} must be an int >= 1; got '{bad}'"):
@@ -212,6 +211,43 @@ def test_compile_workers_reads_its_variable(monkeypatch):
         monkeypatch.setattr(_compile_ahead.os, "sched_getaffinity", lambda pid, n=cpus: set(range(n)))
         assert _compile_ahead.compile_workers() == want, cpus
     assert _compile_ahead.COMPILE_WORKERS_MAX == 16
+
+
+def test_one_compiling_thread_leaves_the_autotuner_to_compile_in_its_loop(monkeypatch):
+    """With one thread there is nothing to gain: ``compile_ahead`` prunes nothing and submits
+    nothing, for a call it would compile ahead with two (a stand-in autotuner records what
+    it is asked; no kernel is compiled)."""
+    from triton.runtime.autotuner import Autotuner, Config
+
+    class Recorder:
+        def __init__(self):
+            self.warmups = []
+
+        def warmup(self, *args, **kwargs):
+            self.warmups.append(kwargs["BLOCK"])
+
+    def tuner():
+        t = object.__new__(Autotuner)   # an Autotuner's state, without a kernel behind it
+        t.configs = [Config({"BLOCK": 32}), Config({"BLOCK": 64})]
+        t.arg_names, t.keys, t.cache, t.nargs, t.fn = ["x", "n"], ["n"], {}, None, Recorder()
+        t.pruned = 0
+
+        def prune_configs(kwargs):
+            t.pruned += 1
+            return t.configs
+        t.prune_configs = prune_configs
+        return t
+
+    monkeypatch.setenv(_compile_ahead.COMPILE_WORKERS_ENV, "2")
+    two = tuner()
+    assert _compile_ahead.compile_ahead((two, (None, 128), {})) == 2
+    assert two.pruned == 1 and sorted(two.fn.warmups) == [32, 64]
+    two.cache[(128,)] = two.configs[0]        # this key tuned: nothing left to compile
+    assert _compile_ahead.compile_ahead((two, (None, 128), {})) == 0 and two.pruned == 1
+    monkeypatch.setenv(_compile_ahead.COMPILE_WORKERS_ENV, "1")
+    one = tuner()
+    assert _compile_ahead.compile_ahead((one, (None, 128), {})) == 0
+    assert one.pruned == 0 and one.fn.warmups == []
 
 
 def test_the_compile_benchmark_refuses_bad_sizes_and_prints_its_ratio():
