@@ -419,6 +419,22 @@ def test_benchmark_dtype_is_float16_before_ampere(monkeypatch, capability, expec
     assert bench_bs.default_dtype() == expected
 
 
+def test_benchmark_tries_only_eight_warps_before_ampere():
+    """On a T4 (7.5) half-type tiles live in registers: the 4-warp configurations (7 times
+    the spills of 8 warps) are dropped; from Ampere on, and in the CPU's dry run, every
+    configuration given is tried."""
+    mine = ((4, 2), (4, 3), (8, 2), (8, 3))
+    assert bench_bs._sized_configs(mine, (7, 5)) == [(8, 2), (8, 3)]
+    assert bench_bs._sized_configs(((4, 3), (8, 3)), (7, 5)) == [(8, 3)]   # chapter 11's pair
+    assert bench_bs._sized_configs(((4, 3), (4, 2)), (7, 5)) == [(8, 2), (8, 3)]  # none left: 8 warps, its stages
+    for cap in ((8, 0), (9, 0), None):
+        assert bench_bs._sized_configs(mine, cap) == list(mine)
+    assert bench_bs.PRE_AMPERE_MIN_WARPS == 8
+    for bad in ((), ((4,),), ((0, 3),), ((4.0, 3),)):
+        with pytest.raises(ValueError, match="configs must be .num_warps, num_stages. pairs"):
+            bench_bs._sized_configs(bad, (7, 5))
+
+
 AOT_SCRIPT = r"""
 import triton
 from triton.backends.compiler import GPUTarget

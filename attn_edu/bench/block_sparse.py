@@ -52,6 +52,26 @@ def _pattern_mask(pattern: str, n: int, density: float, granule: int, seed: int,
     raise ValueError(f"pattern must be 'blocks' or 'window'; got {pattern!r}")
 
 
+#: The fewest warps a configuration may have before Ampere (a T4, compute capability 7.5).
+#: There Triton multiplies half types with FMAs and the tiles live in registers: compiled
+#: ahead of time for sm_75 (float16, d = 64, the benchmark's 128 x 64 tile,
+#: ``attn_edu.kernels.report.compile_kernel``), 4 warps spill 85,644 B, 8 warps 12,012 B.
+PRE_AMPERE_MIN_WARPS = 8
+
+
+def _sized_configs(configs: Sequence[Tuple[int, int]], capability: Optional[Tuple[int, int]]) -> list:
+    """``configs`` (num_warps, num_stages) for a GPU of ``capability`` (None: the CPU's dry
+    run, all of them): before compute capability 8.0 only those with at least
+    ``PRE_AMPERE_MIN_WARPS`` warps, or that many warps at each stage given when none has."""
+    configs = [tuple(c) for c in configs]
+    if not configs or any(len(c) != 2 or not all(isinstance(x, int) and x >= 1 for x in c) for c in configs):
+        raise ValueError(f"configs must be (num_warps, num_stages) pairs of positive ints; got {configs!r}")
+    if capability is None or tuple(capability) >= (8, 0):
+        return configs
+    kept = [c for c in configs if c[0] >= PRE_AMPERE_MIN_WARPS]
+    return kept or sorted({(PRE_AMPERE_MIN_WARPS, stages) for _, stages in configs})
+
+
 def default_dtype() -> str:
     """The current GPU's half type, :func:`~attn_edu.bench.gpu_half_dtype`: ``"bfloat16"`` from
     compute capability 8.0 (A100, H100), ``"float16"`` before (a Colab T4 is 7.5)."""
@@ -73,7 +93,8 @@ def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,
 
     * ``t_sparse`` -- ``block_sparse_attention`` with a plan built once (ms, median of
       CUDA-event times, :func:`attn_edu.profiling.time_ms`; best of ``configs`` =
-      (num_warps, num_stages));
+      (num_warps, num_stages); before Ampere only those with 8 warps or more, since 4 spill
+      seven times as much on a T4, ``PRE_AMPERE_MIN_WARPS``);
     * ``t_full`` -- the same kernel on an all-True mask: every tile full, nothing skipped;
     * ``speedup = t_full / t_sparse`` next to the ideal ``1 / tile_density``, and
       ``efficiency = speedup * tile_density`` (goal: >= 0.8 for density >= 1/8, n >= 8192);
@@ -145,13 +166,15 @@ def bench_block_sparse(n_list: Sequence[int] = (8192, 16384), d: int = 64,
     m = _pattern_mask("window", small, 0.25, granule, seed, dev)
     out = block_sparse_attention(q, k, v, m, block_q, block_k)
     cap = torch.cuda.get_device_capability(dev) if dev.type == "cuda" else None
+    configs = _sized_configs(configs, cap)  # best_of's
     err = assert_close_to_reference(out, *reference_pair(q, k, v, mask=m, precision=input_precision(dtype, cap)))
     if verbose:
         print(f"check n={small} {dtype} vs float64 reference: max err {err:.2e} (passes the rule)")
 
     meta = {"dtype": dtype, "batch": batch, "heads": heads, "d": d, "block_q": block_q,
             "block_k": block_k, "flex_block_q": flex_block_q, "flex_block_k": flex_block_k,
-            "densities": list(densities), "patterns": list(patterns), "n": list(n_list)}
+            "densities": list(densities), "patterns": list(patterns), "n": list(n_list),
+            "configs": [list(c) for c in configs]}
     env = environment(dev.type)
     if verbose:
         print(f"{env['device']['name']}  torch {env['versions']['torch']}  triton "
