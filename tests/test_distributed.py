@@ -694,6 +694,34 @@ def test_the_seeded_shards_are_the_full_tensors_rows():
         entry.seeded_shard("x", (1,), 4, [0])
 
 
+def test_hidden_fraction_says_how_far_jitter_could_move_it():
+    """The GPU's overlap share, from repeated timings: the formula on the medians, and the
+    spread the timings' own jitter gives it (a short transfer makes a small difference
+    divided by a small number)."""
+    from attn_edu.distributed.overlap import hidden_fraction
+
+    # compute 4 ms, copy 1 ms, both at once 4 ms: the copy is wholly hidden, no jitter
+    assert hidden_fraction([4.0] * 5, [1.0] * 5, [4.0] * 5) == (1.0, 0.0)
+    # nothing overlaps: both at once takes the sum
+    assert hidden_fraction([4.0] * 5, [1.0] * 5, [5.0] * 5)[0] == 0.0
+    # the medians, not the means: one slow outlier does not move the share
+    assert hidden_fraction([4.0, 4.0, 4.0, 4.0, 40.0], [1.0] * 5, [4.5] * 5)[0] == pytest.approx(0.5)
+    # jitter of 0.1 ms (quartiles 4.0 and 4.1) on two runs, 0.025 on the 0.2 ms copy: +-1.1
+    c, t, o = [4.0, 4.0, 4.1, 4.1], [0.15, 0.2, 0.2, 0.25], [4.1, 4.1, 4.2, 4.2]
+    hidden, spread = hidden_fraction(c, t, o)
+    assert hidden == pytest.approx((4.05 + 0.2 - 4.15) / 0.2)
+    assert spread == pytest.approx((0.1 + 0.025 + 0.1) / 0.2)
+    # a copy ten times longer (and ten times its jitter): the spread falls fivefold
+    assert hidden_fraction(c, [x * 10 for x in t], o)[1] == pytest.approx((0.1 + 0.25 + 0.1) / 2.0)
+    assert hidden_fraction([4.0], [1.0], [4.5]) == (0.5, 0.0)   # one repeat: no spread to see
+    with pytest.raises(TypeError, match="overlap_ms must be a non-empty sequence"):
+        hidden_fraction([4.0], [1.0], [])
+    with pytest.raises(TypeError, match="compute_ms must be a non-empty sequence"):
+        hidden_fraction(4.0, [1.0], [4.5])
+    with pytest.raises(ValueError, match=r"transfer_ms must hold positive times.*nan"):
+        hidden_fraction([4.0], [float("nan")], [4.5])
+
+
 def test_the_overlap_measurement_dry_run_writes_its_document(tmp_path, capsys):
     """The GPU measurement of a ring step's overlap (compute stream vs a copy engine) runs its
     pipeline on the CPU, and says there that overlap is not measured, and why."""

@@ -89,7 +89,7 @@ GPU_LINES = [
     "SDPA efficient at n=65536: skipped, it would not fit in this GPU's memory",
     "naive (matmul-softmax-matmul) at n=16384: failed, OutOfMemoryError",
     "GPU, 8 heads, n = 16384, float32: PyTorch SDPA 10.52 ms, linear attention (torch) 1.31 ms",
-    "measured on NVIDIA H100 80GB HBM3, n = 4096: compute 0.21 ms, copy 0.05 ms, both 0.22 ms (hidden: 95%)",
+    "measured on NVIDIA H100 80GB HBM3, n = 4096: compute 0.21 ms, copy 0.05 ms, both 0.22 ms (hidden: 95% ± 4%)",
     "measured on 2 x NVIDIA H100 80GB HBM3, overlap=False: 12.3 ms per forward",
     "measured on 2 x Tesla T4, overlap=True: 101.0 ms per forward",
     "the tiles, in the order of ft.FORWARD_VARIANTS: [(32, 32, 4, 1), (32, 32, 4, 1), (32, 32, 4, 1), (32, 32, 4, 1), "

@@ -19,7 +19,7 @@ data between ranks:
 * ``python -m attn_edu.distributed.run`` is the entry point ``torchrun`` starts on a
   cluster (each rank draws its own shard, :func:`seeded_shard`); ``python -m
   attn_edu.distributed.overlap`` times a ring step's compute/transfer overlap on one GPU
-  (:func:`measure_overlap`).
+  (:func:`measure_overlap`; :func:`hidden_fraction` says how much jitter could move its share).
 
 The code is written for the gloo backend on CPU processes and NCCL on CUDA GPUs; only gloo
 is tested here.
@@ -47,10 +47,10 @@ __all__ = [
     "record", "Record", "exchange", "Transfer", "all_to_all", "ring_bytes", "ulysses_bytes",
     "active_records", "compute_timer",
     "run_attention", "torch_context_parallel", "METHODS",
-    "seeded_shard", "seeded_full", "measure_overlap",
+    "seeded_shard", "seeded_full", "measure_overlap", "hidden_fraction",
 ]
 
-_LAZY = {"seeded_shard": "run", "seeded_full": "run", "measure_overlap": "overlap"}
+_LAZY = {"seeded_shard": "run", "seeded_full": "run", "measure_overlap": "overlap", "hidden_fraction": "overlap"}
 
 
 def __getattr__(name):  # the entry-point modules load on first use, so that ``python -m`` runs

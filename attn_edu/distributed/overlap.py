@@ -16,7 +16,10 @@ stream that finishes last (median of ``repeats``):
   the copy at the end (what ``overlap=True`` does).
 
 ``hidden = (compute_ms + transfer_ms - overlap_ms) / min(compute_ms, transfer_ms)``: 1 when
-the shorter one is wholly hidden, 0 when nothing overlaps.
+the shorter one is wholly hidden, 0 when nothing overlaps. It is a difference of timings
+divided by the shorter one, so jitter moves it most when one side is short:
+``hidden_spread`` (:func:`hidden_fraction`) says how far the spread of the three timings
+could move it, and a chapter prints ``hidden`` with it.
 
 On the CPU (``--dry-run``, and gloo) there are no streams or copy engines: a gloo transfer
 is loopback TCP run by gloo's threads on the same cores as the computation, so whether it
@@ -39,16 +42,43 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
-__all__ = ["measure_overlap"]
+__all__ = ["measure_overlap", "hidden_fraction"]
 
 #: The reason the CPU cannot show a GPU's overlap (written into dry-run documents).
 CPU_NOTE = ("CPU: no CUDA streams or copy engines; gloo's transfers are loopback TCP on the same "
             "cores as the computation, so overlap there shows spare cores, not a GPU's overlap")
 
 
-def _time_cuda(fn, stream: torch.cuda.Stream, repeats: int) -> float:
-    """Median milliseconds of ``fn()``, bracketed by events on ``stream`` (which must be the
-    stream that finishes last)."""
+def hidden_fraction(compute_ms: Sequence[float], transfer_ms: Sequence[float],
+                    overlap_ms: Sequence[float]) -> tuple:
+    """``(hidden, spread)`` from the repeated timings (milliseconds) of the three runs.
+
+    ``hidden`` is the module's formula on the medians. ``spread`` is the sum of the three
+    runs' interquartile ranges over the shorter median, ``min(compute, transfer)``: how far
+    the timings' own jitter could move ``hidden``. Where it is as large as ``hidden`` the
+    measurement does not tell overlap from noise.
+    """
+    runs = {"compute_ms": compute_ms, "transfer_ms": transfer_ms, "overlap_ms": overlap_ms}
+    for name, times in runs.items():
+        if isinstance(times, (str, bytes)) or not hasattr(times, "__len__") or len(times) == 0:
+            raise TypeError(f"{name} must be a non-empty sequence of milliseconds; got {times!r}")
+        if not all(isinstance(t, (int, float)) and t > 0 and t == t for t in times):
+            raise ValueError(f"{name} must hold positive times in milliseconds; got {list(times)!r}")
+    c, t, o = (statistics.median(times) for times in runs.values())
+
+    def iqr(times):
+        if len(times) < 2:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
+        return q3 - q1
+
+    shorter = min(c, t)
+    return (c + t - o) / shorter, sum(iqr(times) for times in runs.values()) / shorter
+
+
+def _time_cuda(fn, stream: torch.cuda.Stream, repeats: int) -> List[float]:
+    """Milliseconds of each of ``repeats`` calls of ``fn()``, bracketed by events on
+    ``stream`` (which must be the stream that finishes last)."""
     times = []
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -57,7 +87,7 @@ def _time_cuda(fn, stream: torch.cuda.Stream, repeats: int) -> float:
         end.record(stream)
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return times
 
 
 def measure_overlap(ns: Sequence[int] = (2048, 4096, 8192, 16384), heads: int = 32, kv_heads: int = 8,
@@ -115,8 +145,8 @@ def measure_overlap(ns: Sequence[int] = (2048, 4096, 8192, 16384), heads: int = 
                 compute()
                 copy_on_side(torch.cuda.Event()).synchronize()
             torch.cuda.synchronize()
-            row["compute_ms"] = _time_cuda(lambda s: compute(), main, repeats)
-            row["transfer_ms"] = _time_cuda(lambda s: main.wait_event(copy_on_side(s)), main, repeats)
+            times = {"compute_ms": _time_cuda(lambda s: compute(), main, repeats),
+                     "transfer_ms": _time_cuda(lambda s: main.wait_event(copy_on_side(s)), main, repeats)}
 
             def serial(s):
                 main.wait_event(copy_on_side(s))  # the copy first, then the compute
@@ -127,11 +157,12 @@ def measure_overlap(ns: Sequence[int] = (2048, 4096, 8192, 16384), heads: int = 
                 compute()  # ... while the compute stream runs the block
                 main.wait_event(done)  # the next step needs the block: wait at the end
 
-            row["serial_ms"] = _time_cuda(serial, main, repeats)
-            row["overlap_ms"] = _time_cuda(overlapped, main, repeats)
-            c, t, o = row["compute_ms"], row["transfer_ms"], row["overlap_ms"]
-            row["hidden"] = (c + t - o) / min(c, t)
-            row["transfer_GBps"] = nbytes / (t * 1e-3) / 1e9
+            times["serial_ms"] = _time_cuda(serial, main, repeats)
+            times["overlap_ms"] = _time_cuda(overlapped, main, repeats)
+            row.update({name: statistics.median(ts) for name, ts in times.items()})
+            row["hidden"], row["hidden_spread"] = hidden_fraction(
+                times["compute_ms"], times["transfer_ms"], times["overlap_ms"])
+            row["transfer_GBps"] = nbytes / (row["transfer_ms"] * 1e-3) / 1e9
         else:
             def wall(fn):
                 times = []
@@ -144,13 +175,14 @@ def measure_overlap(ns: Sequence[int] = (2048, 4096, 8192, 16384), heads: int = 
             row["compute_ms"] = wall(compute)
             row["transfer_ms"] = wall(lambda: host.copy_(kv))
             row["serial_ms"] = wall(lambda: (host.copy_(kv), compute()))
-            row["overlap_ms"], row["hidden"], row["transfer_GBps"] = None, None, None
+            row.update(overlap_ms=None, hidden=None, hidden_spread=None, transfer_GBps=None)
         rows.append(row)
         if verbose:
             fmt = lambda x: "   n/a" if x is None else f"{x:6.3f}"  # noqa: E731
             print(f"n={n:6d} {nbytes / 1e6:8.2f} MB  compute {fmt(row['compute_ms'])} ms  transfer "
                   f"{fmt(row['transfer_ms'])} ms  serial {fmt(row['serial_ms'])} ms  overlapped "
-                  f"{fmt(row['overlap_ms'])} ms  hidden {fmt(row['hidden'])}", flush=True)
+                  f"{fmt(row['overlap_ms'])} ms  hidden {fmt(row['hidden'])} +- {fmt(row['hidden_spread'])}",
+                  flush=True)
     config = {"heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "batch": batch,
               "dtype": str(dtype).replace("torch.", ""), "repeats": repeats,
               "compute": "F.scaled_dot_product_attention, one (n x n) block, compute stream",
