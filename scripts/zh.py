@@ -402,7 +402,10 @@ def site() -> Path:
     config["author"] = "attn-edu 作者"
     config["execute"]["execute_notebooks"] = "off"  # the outputs are the English build's
     sphinx = config.setdefault("sphinx", {})
-    sphinx.setdefault("config", {}).update(language="zh_CN", attn_edu_edition="zh")
+    sphinx.setdefault("config", {}).update(language="zh_CN", attn_edu_edition="zh",
+                                           # a dropdown's hint: sphinx-togglebutton's own zh-cn catalog's words,
+                                           # which it reads at import (in English) and under "zh-cn", not "zh_CN"
+                                           togglebutton_hint="点击显示", togglebutton_hint_hide="点击隐藏")
     sphinx.setdefault("local_extensions", {})
     (SRC / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))

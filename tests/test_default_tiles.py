@@ -63,6 +63,27 @@ def test_torch_loop_reads_its_default_from_the_table(monkeypatch):
                                                                block_k=8).numpy())
 
 
+@pytest.mark.skipif(not HAS_TORCH, reason="torch not installed")
+def test_the_front_door_passes_the_tensors_device_to_the_table(monkeypatch):
+    """The loop's tiles follow the tensors' device: a tensor off the CPU (here PyTorch's
+    storage-free "meta" device, which a CUDA tensor would take the same way) gets the GPU's
+    row, a CPU tensor the CPU's; NumPy its own."""
+    import torch
+
+    from attn_edu import _call
+
+    monkeypatch.setitem(masks.DEFAULT_TILES, "torch_gpu", (32, 16))
+    monkeypatch.setitem(masks.DEFAULT_TILES, "torch_cpu", (16, 8))
+    monkeypatch.setitem(masks.DEFAULT_TILES, "numpy", (8, 4))
+    for device, tiles in (("meta", (32, 16)), ("cpu", (16, 8))):
+        q = torch.empty(1, 2, 40, 8, device=device)
+        call = _call.attention_call(q, q, q, tiled=True)
+        assert (call.block_q, call.block_k) == tiles, device
+    q = np.zeros((1, 2, 40, 8))
+    call = _call.attention_call(q, q, q, tiled=True)
+    assert (call.block_q, call.block_k) == (8, 4)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("causal", [False, True, "bottom_right"])
 def test_default_tiles_agree_with_the_reference(dtype, causal):

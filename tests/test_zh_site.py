@@ -50,6 +50,9 @@ def test_every_page_has_its_twin_and_the_switch_goes_both_ways(page, built):
     assert len(re.findall(r"[\u4e00-\u9fff]", zh_text)) > 200, "the Chinese page is not in Chinese"
     for text in (en_text, zh_text):  # no "Live code", no tab set (attn_edu_book/assets.py)
         assert not re.search(r"sphinx-thebe|THEBE_JS_URL|design-tabs\.js", text), page
+    # a dropdown's hint (sphinx-togglebutton's, written into the page's script) in its edition's language
+    assert "let toggleHintShow = 'Click to show';" in en_text, page
+    assert "let toggleHintShow = '点击显示';" in zh_text and "let toggleHintHide = '点击隐藏';" in zh_text, page
 
 
 CHAPTERS = [p for p in PAGES if p.startswith("notebooks/")]
