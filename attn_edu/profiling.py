@@ -55,6 +55,7 @@ __all__ = [
     "Timing",
     "L2_FLUSH_BYTES",
     "time_cuda_graph_ms",
+    "capture_cuda_graph",
     "best_interleaved_ms",
     "attention_flops",
     "projection_flops",
@@ -333,25 +334,12 @@ def time_ms(fn: Callable, *args: Any, repeat: int = 5, warmup: int = 1, device: 
                                l2_flush=l2_flush, **kwargs)["fn"]
 
 
-def time_cuda_graph_ms(fn: Callable, *args: Any, repeat: int = 20, warmup: int = 2,
-                       l2_flush: bool = True, steps: int = 1, **kwargs: Any) -> Timing:
-    """GPU time of ``fn(*args, **kwargs)`` replayed from a CUDA graph, in ms (a :class:`Timing`).
-
-    For calls shorter than their launch (a decoding step over a short KV cache, a small
-    forward): ``warmup`` eager calls (compiles, autotunes), one capture into a
-    ``torch.cuda.CUDAGraph``, then ``repeat`` replays, each after an L2 flush and bracketed
-    by CUDA events. A replay launches every kernel of the call from the driver, with no
-    Python in between, so the time is the GPU's work (as ``triton.testing.do_bench_cudagraph``
-    measures it). The call must be capturable: no host synchronisation (``.item()``,
-    ``int(tensor)``), no allocation that differs between calls. The ``host_times_ms`` are
-    the host's time to launch each replay. ``steps`` > 1: each timed run is that many
-    replays back to back, and the times are per replay (``"cuda_graph_loop"``: a decode
-    loop replaying its step). CUDA only.
-    """
-    steps = check_positive_int("steps", steps)
+def capture_cuda_graph(fn: Callable, *args: Any, warmup: int = 2, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` captured once into a ``torch.cuda.CUDAGraph``, after ``warmup``
+    eager calls on a side stream (as capture requires): what :func:`time_cuda_graph_ms` replays,
+    and may be given (``graph=``) to time one capture several ways. CUDA only."""
     if not callable(fn):
         raise TypeError(f"fn must be callable; got {type(fn).__name__}")
-    repeat = check_positive_int("repeat", repeat)
     warmup = _checks.check_length("warmup", warmup)
     import torch
 
@@ -364,6 +352,32 @@ def time_cuda_graph_ms(fn: Callable, *args: Any, repeat: int = 20, warmup: int =
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn(*args, **kwargs)
+    return graph
+
+
+def time_cuda_graph_ms(fn: Callable, *args: Any, repeat: int = 20, warmup: int = 2,
+                       l2_flush: bool = True, steps: int = 1, graph: Any = None, **kwargs: Any) -> Timing:
+    """GPU time of ``fn(*args, **kwargs)`` replayed from a CUDA graph, in ms (a :class:`Timing`).
+
+    For calls shorter than their launch (a decoding step over a short KV cache, a small
+    forward): ``warmup`` eager calls (compiles, autotunes), one capture into a
+    ``torch.cuda.CUDAGraph``, then ``repeat`` replays, each after an L2 flush and bracketed
+    by CUDA events. A replay launches every kernel of the call from the driver, with no
+    Python in between, so the time is the GPU's work (as ``triton.testing.do_bench_cudagraph``
+    measures it). The call must be capturable: no host synchronisation (``.item()``,
+    ``int(tensor)``), no allocation that differs between calls. The ``host_times_ms`` are
+    the host's time to launch each replay. ``steps`` > 1: each timed run is that many
+    replays back to back, and the times are per replay (``"cuda_graph_loop"``: a decode
+    loop replaying its step). ``graph``: this call's graph, already captured
+    (:func:`capture_cuda_graph`), replayed as it is (no warm-up, no capture). CUDA only.
+    """
+    steps = check_positive_int("steps", steps)
+    repeat = check_positive_int("repeat", repeat)
+    if graph is None:
+        graph = capture_cuda_graph(fn, *args, warmup=warmup, **kwargs)
+    elif not hasattr(graph, "replay"):
+        raise TypeError(f"graph must be a torch.cuda.CUDAGraph (capture_cuda_graph); got {type(graph).__name__}")
+
     def replay() -> None:
         for _ in range(steps):
             graph.replay()

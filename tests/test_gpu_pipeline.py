@@ -431,6 +431,25 @@ def test_cuda_graph_timing_captures_once_and_replays_with_a_stand_in(monkeypatch
                                         repeat=2, warmup=1, steps=3, l2_flush=False)
     assert log == ["eager", "capture"] + ["replay"] * 3 + ["sync"] + ["replay"] * 6 + ["sync"]
     assert loop.method == "cuda_graph_loop" and loop.repeat == 2
+    # one capture timed two ways (decode's step and loop): capture_cuda_graph, then graph=
+    log.clear()
+    g = profiling.capture_cuda_graph(lambda: log.append("capture" if capturing else "eager"), warmup=1)
+    profiling.time_cuda_graph_ms(lambda: log.append("called"), graph=g, repeat=1)
+    profiling.time_cuda_graph_ms(lambda: log.append("called"), graph=g, repeat=1, steps=2, l2_flush=False)
+    assert log == ["eager", "capture"] + ["replay", "sync", "flush", "replay", "sync"] + ["replay"] * 2 + ["sync"] \
+        + ["replay"] * 2 + ["sync"]   # the given graph replayed: fn neither called nor captured again
+    with pytest.raises(TypeError, match="graph must be a torch.cuda.CUDAGraph"):
+        profiling.time_cuda_graph_ms(lambda: None, graph=object())
+    # decode's timing captures each step once for both of its graph columns
+    captures = []
+    real_capture = profiling.capture_cuda_graph
+    monkeypatch.setattr(profiling, "capture_cuda_graph", lambda *a, **k: captures.append(1) or real_capture(*a, **k))
+    log.clear()
+    one, per_step, note = bench.decode._graph_ms(lambda q: log.append("capture" if capturing else "eager"), (1,),
+                                                 "cuda", 3)
+    assert captures == [1] and log.count("capture") == 1 and note is None
+    assert one is not None and per_step is not None
+    assert bench.decode._graph_ms(lambda q: None, (1,), "cpu", 3) == (None, None, "CUDA graphs need a CUDA GPU")
     monkeypatch.setattr(profiling, "time_interleaved_ms", lambda fns, **kw: {
         "graph": profiling.Timing([9.0], 1, "cuda_events", [3.0])})  # a loop of 3 replays: 9 ms
     per = profiling.time_cuda_graph_ms(lambda: None, steps=3)

@@ -114,15 +114,16 @@ def decode_sweep(contexts: Sequence[int] = (1024, 4096, 16384, 65536), batches: 
                     with torch.no_grad():
                         err = float((fn(q, k, v).double() - gold).abs().max())
                         t = profiling.time_ms(fn, q, k, v, repeat=repeat, warmup=warmup, device=device)
-                    graph_ms, graph_note = _graph_ms(fn, (q, k, v), device) if graph else (None, None)
+                    steps = 2 if dry_run else LOOP_STEPS  # a decode loop's steps, back to back
+                    graph_ms, graph_loop_ms, graph_note = (_graph_ms(fn, (q, k, v), device, steps) if graph
+                                                           else (None, None, None))
                     row.update(median_ms=t.median_ms, min_ms=t.min_ms, max_abs_err=err,
                                gb_per_s=kv_bytes / (t.median_ms * 1e-3) / 1e9, timer=t.method,
                                host_median_ms=t.host_ms, graph_median_ms=graph_ms)
-                    if graph:  # and as a decode loop makes the step: back to back, eager and replayed
-                        steps = 2 if dry_run else LOOP_STEPS
+                    if graph:  # and as a decode loop makes the step: eager, and replayed (above)
                         with torch.no_grad():
                             row["loop_ms"] = _loop_ms(fn, (q, k, v), device, steps)
-                        row["graph_loop_ms"] = _graph_ms(fn, (q, k, v), device, steps)[0] if graph_ms else None
+                        row["graph_loop_ms"] = graph_loop_ms
                     if graph_note:
                         row["graph_note"] = graph_note
                     if memory:
@@ -164,23 +165,27 @@ def _loop_ms(fn, args, device: str, steps: int) -> float:
                                          l2_flush=False)["loop"].median_ms / steps
 
 
-def _graph_ms(fn, args, device: str, steps: int = 1) -> Tuple[Optional[float], Optional[str]]:
-    """(median GPU time of ``fn(*args)`` replayed from a CUDA graph, None); (None, why) on
-    the CPU or when the call cannot be captured (a host synchronisation inside it).
-    ``steps`` > 1: per replay of that many back to back, without L2 flushes (a loop)."""
+def _graph_ms(fn, args, device: str, loop_steps: int) -> Tuple[Optional[float], Optional[float], Optional[str]]:
+    """``fn(*args)`` captured once into a CUDA graph and its replays timed two ways:
+    ``(median GPU time of one replay after an L2 flush, per replay of loop_steps back to back
+    without flushes (a decode loop), None)``; ``(None, None, why)`` on the CPU or when the call
+    cannot be captured (a host synchronisation inside it)."""
     if device != "cuda":
-        return None, "CUDA graphs need a CUDA GPU"
+        return None, None, "CUDA graphs need a CUDA GPU"
     import torch
 
     try:
         with torch.no_grad():
-            return profiling.time_cuda_graph_ms(fn, *args, steps=steps, l2_flush=steps == 1).median_ms, None
+            graph = profiling.capture_cuda_graph(fn, *args)
+            one = profiling.time_cuda_graph_ms(fn, *args, graph=graph).median_ms
+            loop = profiling.time_cuda_graph_ms(fn, *args, graph=graph, steps=loop_steps, l2_flush=False)
+        return one, loop.median_ms, None
     except Exception as err:  # not capturable: the eager time stands alone
         try:
             torch.cuda.synchronize()
         except Exception:  # a failed capture can leave the stream in an error state
             pass
-        return None, f"not captured: {type(err).__name__}: {str(err)[:200]}"
+        return None, None, f"not captured: {type(err).__name__}: {str(err)[:200]}"
 
 
 def recorded_decode_results(kind: Optional[str] = None,
